@@ -1,0 +1,3 @@
+"""spmdcheck: a static SPMD type checker for rank-local PyTorch code."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,5 @@
+import sys
+
+from spmdcheck.cli import main
+
+sys.exit(main())

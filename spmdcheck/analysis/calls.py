@@ -1,0 +1,559 @@
+"""Call dispatch: from a callee value to the rule that types it, and calls into the file's own functions."""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from spmdcheck.analysis import comms, ops, spmd_api
+from spmdcheck.analysis.binding import Arg, bind
+from spmdcheck.analysis.findings import Finding
+from spmdcheck.analysis.typeexpr import TypeExprError, type_dict
+from spmdcheck.analysis.values import (
+    UNKNOWN,
+    Alternatives,
+    BoundMethod,
+    ContextValue,
+    FunctionValue,
+    GroupValue,
+    Homogeneous,
+    Literal,
+    MeshValue,
+    ModuleRef,
+    Seq,
+    TensorValue,
+    TypeValue,
+    Value,
+    join,
+)
+from spmdcheck.lattice import AxisType, GradState, Kind, Linearity, SpmdType
+from spmdcheck.rules.model import OpRule, Param, ParamRole, Returns
+from spmdcheck.rules.typespec import TypeSpecError, parse_type_spec
+
+if TYPE_CHECKING:
+    from spmdcheck.analysis.interpreter import Interpreter
+
+MAX_COMBINATIONS = 8
+
+
+def _default_tensor_rule(qualname: str, method: bool) -> OpRule:
+    """spmd_types types every torch op it sees; an op missing from the stubs is NONLINEAR."""
+    params = (Param("self", ParamRole.TENSOR, True, False),) if method else ()
+    params = params + (Param("args", ParamRole.TENSOR_OR_NUMBER, True, False, variadic=True),)
+    return OpRule(qualname=qualname, params=params, linearity=Linearity.NONLINEAR)
+
+
+def dispatch(interp: "Interpreter", func: Value, args: list[Arg], node: cst.Call) -> Value:
+    if isinstance(func, ModuleRef):
+        qual = interp.ctx.registry.resolve_alias(func.qualname)
+        rule = interp.ctx.registry.lookup(qual)
+        if rule is None:
+            if qual.startswith("torch.") and not qual.startswith("torch.distributed") and _has_tensor(args):
+                rule = _default_tensor_rule(qual, False)
+                rule.params = (Param("args", ParamRole.TENSOR, True, False, variadic=True),)
+            else:
+                return _unknown_call(args)
+        return apply_rule(interp, rule, args, node)
+    if isinstance(func, BoundMethod):
+        if isinstance(func.receiver, (TensorValue, Alternatives)):
+            return call_method(interp, func.receiver, func.qualname, args, node,
+                               receiver_node=node.func.value if isinstance(node.func, cst.Attribute) else node)
+        rule = interp.ctx.registry.lookup(func.qualname)
+        if rule is None:
+            return UNKNOWN
+        receiver_node = node.func.value if isinstance(node.func, cst.Attribute) else node
+        return apply_rule(interp, rule, [(None, func.receiver, receiver_node), *args], node)
+    if isinstance(func, FunctionValue):
+        return call_function(interp, func, args, node)
+    return _unknown_call(args)
+
+
+def _has_tensor(args: list[Arg]) -> bool:
+    return any(isinstance(v, (TensorValue, Alternatives)) for _, v, _ in args)
+
+
+def _unknown_call(args: list[Arg]) -> Value:
+    # gradual typing: an unknown callee gives an unknown value and checks nothing
+    return UNKNOWN
+
+
+def call_method(interp: "Interpreter", receiver: Value, qualname: str, args: list[Arg], node: cst.CSTNode,
+                receiver_node: cst.CSTNode) -> Value:
+    rule = interp.ctx.registry.lookup(qualname) or _default_tensor_rule(qualname, True)
+    return apply_rule(interp, rule, [(None, receiver, receiver_node), *args], node)  # type: ignore[list-item]
+
+
+def apply_rule(interp: "Interpreter", rule: OpRule, args: list[Arg], node: cst.CSTNode) -> Value:
+    """Expand variables that differ by branch, then type the call once per combination."""
+    alt_positions = [i for i, (_, v, _) in enumerate(args) if isinstance(v, Alternatives)]
+    if not alt_positions:
+        return _apply_rule(interp, rule, args, node)
+    choices = [args[i][1].options for i in alt_positions]  # type: ignore[union-attr]
+    combos = list(itertools.islice(itertools.product(*choices), MAX_COMBINATIONS))
+    results: list[tuple[Value, tuple]] = []
+    captured: list[list[Finding]] = []
+    for combo in combos:
+        trial = list(args)
+        path: tuple = ()
+        for i, (tensor, branch_path) in zip(alt_positions, combo):
+            trial[i] = (args[i][0], tensor, args[i][2])
+            path = path + tuple(b for b in branch_path if b not in path)
+        before = len(interp.ctx.findings)
+        saved_seen = set(interp.ctx._seen)
+        result = _apply_rule(interp, rule, trial, node)
+        captured.append(interp.ctx.findings[before:])
+        del interp.ctx.findings[before:]
+        interp.ctx._seen = saved_seen
+        results.append((result, path))
+    _merge_branch_findings(interp, captured, [p for _, p in results])
+    value = results[0][0]
+    for result, path in results[1:]:
+        value = _join_paths(value, result)
+    if all(isinstance(r, TensorValue) for r, _ in results):
+        distinct = []
+        for r, p in results:
+            if not any(r == d for d, _ in distinct):
+                distinct.append((r, p))
+        if len(distinct) > 1:
+            return Alternatives(tuple(distinct))  # type: ignore[arg-type]
+        return distinct[0][0]
+    return value
+
+
+def _join_paths(a: Value, b: Value) -> Value:
+    return a if a == b else join(a, b)
+
+
+def _merge_branch_findings(interp: "Interpreter", captured: list[list[Finding]], paths: list[tuple]) -> None:
+    """A finding in every combination is unconditional; one in some names the branches."""
+    keys: dict[tuple, list[int]] = {}
+    first: dict[tuple, Finding] = {}
+    for i, findings in enumerate(captured):
+        for f in findings:
+            k = (f.code, id(f.node), f.message)
+            keys.setdefault(k, []).append(i)
+            first.setdefault(k, f)
+    for k, where in keys.items():
+        f = first[k]
+        if len(set(where)) < len(captured):
+            f.branches = paths[where[0]]
+        interp.ctx.report(f)
+
+
+def _apply_rule(interp: "Interpreter", rule: OpRule, args: list[Arg], node: cst.CSTNode) -> Value:
+    bound = bind(rule, args)
+    if rule.context is not None:
+        payload = bound.get(rule.params[0].name) if rule.params else None
+        if rule.context == "mesh":
+            payload = _mesh_of(interp, payload)
+        return ContextValue(rule.context, payload or UNKNOWN)
+    if rule.spmd_api is not None:
+        handler = spmd_api.HANDLERS.get(rule.spmd_api)
+        if handler is None:
+            return UNKNOWN
+        return handler(interp, rule, bound, node, args)  # type: ignore[arg-type]
+    if rule.collective is not None:
+        return comms.apply_collective(interp, rule, bound, node)
+    if rule.raw is not None:
+        return comms.apply_raw(interp, rule, bound, node)
+    if rule.mappings:
+        return comms.apply_mapping(interp, rule, bound, node)
+    if rule.process_group_axis is not None:
+        return GroupValue(rule.process_group_axis)
+    if rule.mesh_factory_names is not None:
+        names = bound.literal(rule, rule.mesh_factory_names)
+        if isinstance(names, tuple) and all(isinstance(n, str) for n in names):
+            interp.ctx.known_axes.update(names)
+            return MeshValue(names)
+        return UNKNOWN
+    if rule.mesh_group_param is not None:
+        name = bound.literal(rule, rule.mesh_group_param)
+        mesh = bound.get(rule.params[0].name) if rule.params else None
+        if isinstance(name, str):
+            return GroupValue(name)
+        if name is None and isinstance(mesh, MeshValue) and len(mesh.axes) == 1:
+            return GroupValue(mesh.axes[0])
+        return UNKNOWN
+    if rule.passthrough:
+        return UNKNOWN
+    if rule.const_type is not None:
+        return UNKNOWN
+    if rule.factory is not None:
+        return _factory(interp, rule, bound, args, node)
+    if rule.opaque:
+        return TensorValue() if rule.returns is Returns.TENSOR else UNKNOWN
+    return ops.apply_op(interp, rule, bound, node)
+
+
+def _mesh_of(interp: "Interpreter", value: Value | None) -> Value:
+    from spmdcheck.analysis.values import DictValue
+
+    if isinstance(value, MeshValue):
+        return value
+    if isinstance(value, DictValue):
+        names = tuple(k.value for k, _, _ in value.items if isinstance(k, Literal) and isinstance(k.value, str))
+        return MeshValue(names) if names else UNKNOWN
+    if isinstance(value, Seq):
+        names = tuple(i.axis for i in value.items if isinstance(i, GroupValue))
+        return MeshValue(names) if names and len(names) == len(value.items) else UNKNOWN
+    return UNKNOWN
+
+
+def _factory(interp: "Interpreter", rule: OpRule, bound, args: list[Arg], node: cst.CSTNode) -> Value:
+    requires = bound.literal(rule, "requires_grad") is True
+    grad = GradState.YES if requires and interp.grad_enabled else GradState.NO
+    kind = rule.factory
+    rank = _shape_rank(args)
+    if kind == "like":
+        source = next((v for _, v, _ in args if isinstance(v, TensorValue)), None)
+        if source is None:
+            return TensorValue(SpmdType(), grad, None)
+        plain = SpmdType({a: AxisType(t.kind, shard=t.shard) for a, t in source.type.items() if t.kind is not Kind.P}
+                         | {a: AxisType(Kind.R) for a, t in source.type.items() if t.kind is Kind.P})
+        return TensorValue(plain if rule.linearity is Linearity.NONLINEAR else source.type, grad, source.rank)
+    if kind == "new":
+        return interp.factory_tensor(rank, grad, typed=True)
+    if kind == "random":
+        return TensorValue(SpmdType(), grad, rank)
+    return interp.factory_tensor(rank, grad, typed=True)
+
+
+def _shape_rank(args: list[Arg]) -> int | None:
+    sizes = [v for k, v, _ in args if k is None]
+    if not sizes:
+        return None
+    if len(sizes) == 1 and isinstance(sizes[0], Seq):
+        return len(sizes[0].items)
+    if all(isinstance(v, Literal) and isinstance(v.value, int) for v in sizes):
+        return len(sizes)
+    if all(not isinstance(v, (TensorValue, Seq)) for v in sizes):
+        return len(sizes)
+    return None
+
+
+def python_arith(left: Value, right: Value, dunder: str) -> Value:
+    if isinstance(left, Literal) and isinstance(right, Literal):
+        try:
+            import operator
+
+            fn = getattr(operator, dunder.strip("_"), None)
+            if fn is not None and isinstance(left.value, (int, float)) and isinstance(right.value, (int, float)):
+                return Literal(fn(left.value, right.value))
+        except Exception:  # noqa: BLE001 - e.g. division by zero: just unknown
+            return UNKNOWN
+    if isinstance(left, Literal) and isinstance(left.value, (int, float)) and isinstance(right, Literal):
+        return UNKNOWN
+    return UNKNOWN
+
+
+# ---------------------------------------------------------------- subscripts
+def getitem(interp: "Interpreter", base: Value, node: cst.Subscript) -> Value:
+    index_values = [interp.eval(el.slice.value) if isinstance(el.slice, cst.Index) else _eval_slice(interp, el.slice)
+                    for el in node.slice]
+    if isinstance(base, (TensorValue, Alternatives)):
+        return _tensor_getitem(interp, base, node, index_values)
+    if isinstance(base, Seq) and len(index_values) == 1 and isinstance(index_values[0], Literal) \
+            and isinstance(index_values[0].value, int):
+        i = index_values[0].value
+        if -len(base.items) <= i < len(base.items):
+            return base.items[i]
+        return UNKNOWN
+    if isinstance(base, Homogeneous):
+        return base.item
+    if isinstance(base, MeshValue) and len(index_values) == 1 and isinstance(index_values[0], Literal):
+        name = index_values[0].value
+        if isinstance(name, str):
+            return MeshValue((name,))
+    if isinstance(base, ModuleRef):
+        return _annotation_subscript(interp, base, node)
+    return UNKNOWN
+
+
+def _eval_slice(interp: "Interpreter", s: cst.BaseSlice) -> Value:
+    if isinstance(s, cst.Slice):
+        for part in (s.lower, s.upper, s.step):
+            if part is not None:
+                interp.eval(part)
+        return Literal(slice(None))
+    return UNKNOWN
+
+
+def _tensor_getitem(interp: "Interpreter", base: Value, node: cst.Subscript, index: list[Value]) -> Value:
+    """Basic indexing is linear (a deliberate difference); boolean/advanced indexing is not."""
+    advanced = any(isinstance(v, (TensorValue, Alternatives, Seq)) for v in index)
+    qual = "torch.Tensor.__getitem__"
+    rule = interp.ctx.registry.lookup(qual)
+    if rule is None:
+        rule = _default_tensor_rule(qual, True)
+    if advanced:
+        rule = OpRule(qualname=qual, params=rule.params, linearity=Linearity.NONLINEAR)
+    index_args = [(None, v, node) for v in index if isinstance(v, (TensorValue, Alternatives))]
+    result = apply_rule(interp, rule, [(None, base, node.value), *index_args], node)
+    if isinstance(result, TensorValue):
+        result = _index_layout(base, result, index)
+    return result
+
+
+def _index_layout(base: Value, result: TensorValue, index: list[Value]) -> TensorValue:
+    """Move the shard dim through basic indexing: ints drop a dim, None adds one, slices keep (but cut a block)."""
+    rank = base.rank if isinstance(base, TensorValue) else None
+    axes = {}
+    for axis, t in result.type.items():
+        if t.kind is not Kind.V or t.shard is None:
+            axes[axis] = t
+            continue
+        shard = t.shard if t.shard >= 0 or rank is None else t.shard + rank
+        if shard < 0 or any(isinstance(v, Literal) and v.value is Ellipsis for v in index):
+            axes[axis] = AxisType(Kind.V, pending=t.pending)
+            continue
+        pos, new_pos, kept = 0, 0, None
+        for v in index:
+            if isinstance(v, Literal) and v.value is None:
+                new_pos += 1
+                continue
+            if pos == shard:
+                if isinstance(v, Literal) and isinstance(v.value, slice) and v.value == slice(None):
+                    kept = new_pos
+                break
+            if isinstance(v, Literal) and isinstance(v.value, int) and not isinstance(v.value, bool):
+                pos += 1
+                continue
+            pos += 1
+            new_pos += 1
+        else:
+            kept = new_pos + (shard - pos)
+        axes[axis] = AxisType(Kind.V, shard=kept, pending=t.pending) if t.pending is None or kept is None else \
+            AxisType(Kind.V, pending=t.pending)
+    return TensorValue(SpmdType(axes), result.grad, None)
+
+
+def setitem(interp: "Interpreter", target: cst.Subscript, value: Value, value_node: cst.CSTNode | None) -> None:
+    """`x[i] = y` mutates x: checked like an in-place op (a deliberate difference from spmd_types)."""
+    base = interp.eval(target.value)
+    for el in target.slice:
+        if isinstance(el.slice, cst.Index):
+            interp.eval(el.slice.value)
+    if not isinstance(base, TensorValue) or not isinstance(value, TensorValue):
+        return
+    axes: dict[str, AxisType] = {}
+    for axis in sorted(set(base.type) & set(value.type)):
+        old, new = base.type[axis], value.type[axis]
+        axes[axis] = old if old.kind is new.kind else new
+    for axis in set(base.type) - set(value.type):
+        axes[axis] = base.type[axis]
+    merged = TensorValue(SpmdType(axes), GradState.join([base.grad, value.grad]), base.rank)
+    ops.check_mutation(interp, base, merged, target.value, target, "SPMD111", "x[...] = y")
+
+
+# ---------------------------------------------------------------- annotations
+def _annotation_subscript(interp: "Interpreter", base: ModuleRef, node: cst.Subscript) -> Value:
+    return UNKNOWN
+
+
+@dataclass
+class Decorations:
+    skip: bool = False
+    in_types: list | None = None
+    out_types: Value | None = None
+
+
+def function_decorations(interp: "Interpreter", fn: cst.FunctionDef) -> Decorations:
+    decor = Decorations()
+    for dec in fn.decorators:
+        expr = dec.decorator
+        call_args: list[cst.Arg] = []
+        if isinstance(expr, cst.Call):
+            call_args = list(expr.args)
+            expr = expr.func
+        value = interp.eval(expr)
+        if not isinstance(value, ModuleRef):
+            continue
+        rule = interp.ctx.registry.lookup(interp.ctx.registry.resolve_alias(value.qualname))
+        if rule is None:
+            continue
+        if rule.context == "no_typecheck":
+            out = next((a for a in call_args if a.keyword and a.keyword.value == "out_types"), None)
+            if out is None:
+                decor.skip = True
+            else:
+                decor.out_types = interp.eval(out.value)
+        elif rule.spmd_api == "local_map":
+            for a in call_args:
+                if a.keyword and a.keyword.value == "out_types":
+                    decor.out_types = interp.eval(a.value)
+                elif a.keyword and a.keyword.value == "in_types":
+                    v = interp.eval(a.value)
+                    decor.in_types = list(v.items) if isinstance(v, Seq) else None
+    return decor
+
+
+def annotation_type(interp: "Interpreter", ann: cst.BaseExpression) -> dict[str, AxisType] | None:
+    """`Annotated[Tensor, {"tp": V}]`, `Annotated[Tensor, "tp: V"]` or `Local["tp: V"]` -> axes; else None."""
+    if isinstance(ann, cst.SimpleString) or isinstance(ann, cst.ConcatenatedString):
+        try:
+            inner = cst.parse_expression(ann.evaluated_value)  # type: ignore[arg-type]
+        except Exception:  # noqa: BLE001 - a string annotation we cannot parse is not ours
+            return None
+        return annotation_type(interp, inner)
+    if not isinstance(ann, cst.Subscript):
+        return None
+    head = interp.eval(ann.value)
+    if not isinstance(head, ModuleRef):
+        return None
+    qual = head.qualname
+    elements = [el.slice.value for el in ann.slice if isinstance(el.slice, cst.Index)]
+    if qual in ("typing.Annotated", "typing_extensions.Annotated") and len(elements) >= 2:
+        for meta in elements[1:]:
+            axes = _metadata_type(interp, meta)
+            if axes is not None:
+                return axes
+        return None
+    if qual.endswith("annotations.Local") and qual.startswith("spmdcheck") and elements:
+        value = interp.eval(elements[0])
+        if isinstance(value, Literal) and isinstance(value.value, str):
+            try:
+                return _check_axes(interp, parse_type_spec(value.value), ann)
+            except TypeSpecError as exc:
+                interp.report(Finding("SPMD002", ann, f"cannot read this SPMD type: {exc}"))
+                return None
+        interp.report(Finding("SPMD002", ann, 'Local[...] takes a string like "tp: V, dp: S(0)"'))
+    return None
+
+
+def _metadata_type(interp: "Interpreter", meta: cst.BaseExpression) -> dict[str, AxisType] | None:
+    value = interp.eval(meta)
+    from spmdcheck.analysis.values import DictValue
+
+    if isinstance(value, Literal) and isinstance(value.value, str):
+        try:
+            return _check_axes(interp, parse_type_spec(value.value), meta)
+        except TypeSpecError as exc:
+            interp.report(Finding("SPMD002", meta, f"cannot read this SPMD type: {exc}"))
+            return None
+    if isinstance(value, (DictValue, TypeValue)):
+        try:
+            td = type_dict(value)
+        except TypeExprError as exc:
+            interp.report(Finding("SPMD002", meta, f"cannot read this SPMD type: {exc}"))
+            return None
+        return spmd_api.asserted_axes(interp, td, meta)
+    return None
+
+
+def _check_axes(interp: "Interpreter", axes: dict[str, AxisType], node: cst.CSTNode) -> dict[str, AxisType]:
+    known = interp.ctx.known_axes
+    out = {}
+    for axis, t in axes.items():
+        if known and axis not in known:
+            interp.report(Finding("SPMD003", node, f"unknown mesh axis {axis!r}; the mesh in scope has "
+                                                   f"{', '.join(sorted(known))}"))
+            continue
+        out[axis] = t
+    return out
+
+
+def parameter_values(interp: "Interpreter", fn: cst.FunctionDef, decor: Decorations,
+                     args: list[Arg] | None) -> list[tuple[str, Value]]:
+    """Parameters' values: the call's arguments when inlining, checked against annotations."""
+    params = list(fn.params.posonly_params) + list(fn.params.params)
+    kwonly = list(fn.params.kwonly_params)
+    bound: dict[str, tuple[Value, cst.CSTNode] | None] = {p.name.value: None for p in params + kwonly}
+    if args is not None:
+        positional = [a for a in args if a[0] is None]
+        for p, a in zip(params, positional):
+            bound[p.name.value] = (a[1], a[2])
+        for k, v, n in args:
+            if k is not None and k in bound:
+                bound[k] = (v, n)
+    out: list[tuple[str, Value]] = []
+    for i, p in enumerate(params + kwonly):
+        name = p.name.value
+        declared = annotation_type(interp, p.annotation.annotation) if p.annotation is not None else None
+        if declared is None and decor.in_types is not None and i < len(decor.in_types):
+            try:
+                declared = type_dict(decor.in_types[i]).axes
+            except TypeExprError:
+                declared = None
+        given = bound[name]
+        if given is None:
+            if args is not None and p.default is not None:
+                value = interp.eval(p.default)
+            else:
+                value = TensorValue(SpmdType(declared), GradState.UNKNOWN, None) if declared else UNKNOWN
+        else:
+            value = given[0]
+            if declared:
+                value = check_declared(interp, value, declared, given[1], "SPMD403", f"argument `{name}`")
+        out.append((name, value))
+    if isinstance(fn.params.star_arg, cst.Param):
+        out.append((fn.params.star_arg.name.value, UNKNOWN))
+    if isinstance(fn.params.star_kwarg, cst.Param):
+        out.append((fn.params.star_kwarg.name.value, UNKNOWN))
+    return out
+
+
+def check_declared(interp: "Interpreter", value: Value, declared: dict[str, AxisType], node: cst.CSTNode,
+                   code: str, what: str) -> Value:
+    if isinstance(value, Alternatives):
+        options = []
+        for t, path in value.options:
+            before = len(interp.ctx.findings)
+            options.append((check_declared(interp, t, declared, node, code, what), path))
+            for f in interp.ctx.findings[before:]:
+                f.branches = f.branches or path
+        return Alternatives(tuple(options))  # type: ignore[arg-type]
+    if isinstance(value, TensorValue):
+        return spmd_api.refine(interp, value, declared, node, code, what)
+    if value is UNKNOWN:
+        return TensorValue(SpmdType(declared), GradState.UNKNOWN, None)
+    return value
+
+
+def check_returns(interp: "Interpreter", fn: cst.FunctionDef, decor: Decorations,
+                  returns: list[tuple[Value, cst.CSTNode]]) -> Value:
+    declared = annotation_type(interp, fn.returns.annotation) if fn.returns is not None else None
+    if declared is None and decor.out_types is not None:
+        try:
+            declared = type_dict(decor.out_types).axes
+        except TypeExprError:
+            declared = None
+    if declared is None:
+        if not returns:
+            return Literal(None)
+        value = returns[0][0]
+        for v, _ in returns[1:]:
+            value = join(value, v)
+        return value
+    for value, node in returns:
+        check_declared(interp, value, declared, node, "SPMD402", "return value")
+    return TensorValue(SpmdType(declared), GradState.UNKNOWN, None)
+
+
+def call_function(interp: "Interpreter", func: FunctionValue, args: list[Arg], node: cst.Call) -> Value:
+    """Inline a call to a function of this file: its body is checked with the argument types."""
+    fn = func.node
+    if fn in interp.inline_stack or len(interp.inline_stack) >= interp.ctx.options.max_inline_depth:
+        return UNKNOWN
+    from spmdcheck.analysis.interpreter import Frame
+
+    saved = (interp.frame, interp.grad_enabled, interp.mesh, interp.checking)
+    interp.inline_stack.append(fn)
+    try:
+        decor = function_decorations(interp, fn)
+        if decor.skip:
+            return UNKNOWN
+        globals_ = interp.frame.globals
+        interp.frame = Frame({}, globals_, function=fn)
+        for name, value in parameter_values(interp, fn, decor, args):
+            interp.frame.env[name] = value
+        interp.exec_block(fn.body.body if isinstance(fn.body, cst.IndentedBlock) else fn.body.body)
+        return check_returns(interp, fn, decor, interp.frame.returns)
+    finally:
+        interp.inline_stack.pop()
+        interp.frame, interp.grad_enabled, interp.mesh, interp.checking = saved
+
+
+__all__ = ["dispatch", "call_method", "apply_rule", "getitem", "setitem", "annotation_type", "check_declared",
+           "check_returns", "function_decorations", "parameter_values", "python_arith", "TypeValue", "ContextValue"]

@@ -1,0 +1,34 @@
+"""What the analysis produces: findings tied to CST nodes, rendered later with positions."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from spmdcheck.analysis.values import Branch
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    message: str
+    replacement: str  # the code that replaces `target`
+    target: cst.CSTNode | None = None
+
+
+@dataclass
+class Finding:
+    """One diagnostic before positions are known.
+
+    `message` may contain `{site:N}` placeholders: the renderer replaces each
+    with `line L` of the node registered as site N.
+    """
+
+    code: str
+    node: cst.CSTNode
+    message: str
+    suggestions: list[Suggestion] = field(default_factory=list)
+    branches: tuple[Branch, ...] = ()
+    severity: str | None = None  # overrides the code's default when set
+
+    def key(self) -> tuple[str, int, str]:
+        return (self.code, id(self.node), self.message)

@@ -1,0 +1,481 @@
+"""Typing one ordinary op call: per-axis inference, einsum layouts, pending sums, in-place."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from spmdcheck import einsum
+from spmdcheck.analysis import shapes
+from spmdcheck.analysis.binding import Bound, Slot, has_unknown_operand, operand_slots
+from spmdcheck.analysis.findings import Finding, Suggestion
+from spmdcheck.analysis.values import (
+    UNKNOWN,
+    Homogeneous,
+    Literal,
+    ScalarValue,
+    TensorValue,
+    Value,
+)
+from spmdcheck.lattice import (
+    SCALAR,
+    AxisError,
+    AxisType,
+    GradState,
+    Kind,
+    Linearity,
+    Operand,
+    Rule,
+    Site,
+    SpmdType,
+    infer_axis,
+    shadow_partial_check,
+    suggest_fixes,
+)
+from spmdcheck.rules.model import OpRule, Returns
+
+if TYPE_CHECKING:
+    from spmdcheck.analysis.interpreter import Interpreter
+
+RULE_CODES = {
+    Rule.INVARIANT_MIX: "SPMD102",
+    Rule.PARTIAL_WITH_VARYING: "SPMD103",
+    Rule.PARTIAL_NONLINEAR: "SPMD101",
+    Rule.PARTIAL_AFFINE: "SPMD104",
+    Rule.PARTIAL_SEVERAL_FACTORS: "SPMD105",
+    Rule.PARTIAL_DIVISOR: "SPMD106",
+}
+RULE_TEXT = {
+    Rule.INVARIANT_MIX: "Invariant on axis {axis!r} cannot be mixed with other types: its gradient would not be "
+    "all-reduced",
+    Rule.PARTIAL_WITH_VARYING: "Partial on axis {axis!r} cannot be combined with Varying; reduce the Partial first",
+    Rule.PARTIAL_NONLINEAR: "Partial on axis {axis!r} goes through non-linear `{op}`: f(sum) != sum(f); reduce first",
+    Rule.PARTIAL_AFFINE: "`{op}` adds a Replicate or scalar term to a Partial on axis {axis!r}: it is counted once "
+    "per rank",
+    Rule.PARTIAL_SEVERAL_FACTORS: "more than one factor of `{op}` is Partial on axis {axis!r}; reduce all but one",
+    Rule.PARTIAL_DIVISOR: "`{op}` divides by a Partial on axis {axis!r}; reduce it first",
+}
+
+
+def short_name(qualname: str) -> str:
+    for prefix in ("torch.nn.functional.", "torch.Tensor.", "torch."):
+        if qualname.startswith(prefix):
+            rest = qualname[len(prefix):]
+            return {"torch.nn.functional.": "F.", "torch.Tensor.": "Tensor.", "torch.": "torch."}[prefix] + rest
+    return qualname
+
+
+def describe_slot(interp: "Interpreter", slot: Slot) -> str:
+    text = interp.ctx.code_of(slot.node)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def axis_kind(slot: Slot, axis: str) -> AxisType | None:
+    if slot.value is None:
+        return None
+    return slot.value.type.get(axis)
+
+
+def apply_op(interp: "Interpreter", rule: OpRule, bound: Bound, node: cst.CSTNode) -> Value:
+    """Type an ordinary op (not a collective) from its stub rule."""
+    bias_param = rule.bias or rule.affine_bias
+    slots = operand_slots(rule, bound)
+    tensors = [s for s in slots if isinstance(s.value, TensorValue)]
+    grad = interp.result_grad([s.value.grad for s in tensors])  # type: ignore[union-attr]
+    if rule.grad == "no":
+        grad = GradState.NO
+    elif rule.grad == "yes":
+        grad = GradState.YES
+    first_rank = next((s.value.rank for s in tensors if s.value.rank is not None), None)  # type: ignore[union-attr]
+
+    axes: set[str] = set()
+    for s in slots:
+        if s.value is not None:
+            axes.update(s.value.type)
+    if interp.ctx.options.strict and axes:
+        axes.update(interp.mesh)
+
+    result_axes: dict[str, AxisType] = {}
+    result_rank: int | None = first_rank if rule.dims is not None and rule.dims.name == "keep" else None
+    failed = False
+    op_name = short_name(rule.qualname)
+    for axis in sorted(axes):
+        present: list[Slot] = []
+        for s in slots:
+            t = axis_kind(s, axis)
+            if s.value is None:
+                present.append(s)
+            elif t is None:
+                if interp.ctx.options.strict and not failed:
+                    _report_missing(interp, s, axis, node, op_name)
+                    failed = True
+                continue
+            else:
+                present.append(s)
+        if failed:
+            continue
+        if rule.contraction is not None:
+            outcome, rank = _contraction_axis(interp, rule, bound, present, axis, node, bias_param)
+            if rank is not None:
+                result_rank = rank
+        else:
+            outcome = _plain_axis(interp, rule, bound, present, axis, node)
+            if isinstance(outcome, AxisType) and rule.dims is not None:
+                result_rank = _rank_of(rule, bound, present)
+        if isinstance(outcome, _Failure):
+            failed = True
+            continue
+        if outcome is not None:
+            result_axes[axis] = outcome
+    if rule.dims is not None and result_rank is None and tensors:
+        result_rank = _rank_of(rule, bound, slots)
+
+    if has_unknown_operand(rule, bound):
+        # gradual typing: an operand we could not model may be a tensor of any type
+        result_axes = {}
+        grad = GradState.UNKNOWN if grad is not GradState.YES else grad
+    # an op that failed on an axis leaves its result untyped there: no cascades
+    result = TensorValue(SpmdType(result_axes), grad, result_rank)
+    _inplace(interp, rule, bound, result, node)
+    return _shape_result(rule, result)
+
+
+def _shape_result(rule: OpRule, result: TensorValue) -> Value:
+    if rule.returns is Returns.TENSORS:
+        return Homogeneous(result)
+    if rule.returns is Returns.VALUE:
+        return UNKNOWN
+    if rule.returns is Returns.NONE:
+        return Literal(None)
+    return result
+
+
+class _Failure:
+    pass
+
+
+FAILED = _Failure()
+
+
+def _operands(slots: list[Slot], axis: str) -> list[Operand]:
+    ops: list[Operand] = []
+    for s in slots:
+        if s.value is None:
+            ops.append(Operand(SCALAR, GradState.NO, s.divisor))
+            continue
+        t = s.value.type[axis]
+        grad = s.value.grad if isinstance(s.value, TensorValue) else GradState.NO
+        ops.append(Operand(t.kind, grad, s.divisor))
+    return ops
+
+
+def _plain_axis(interp: "Interpreter", rule: OpRule, bound: Bound, present: list[Slot], axis: str,
+                node: cst.CSTNode) -> AxisType | _Failure | None:
+    if not any(s.value is not None for s in present):
+        return None
+    ops = _operands(present, axis)
+    base = infer_axis(ops, rule.linearity)
+    if isinstance(base, AxisError):
+        _report_axis_error(interp, base, present, ops, axis, node, rule.linearity, short_name(rule.qualname))
+        return FAILED
+    pending = [s.value is not None and s.value.type[axis].is_pending for s in present]
+    if base is not Kind.V:
+        return AxisType(base)
+    shard_slot = next((s for s in present if s.value is not None and s.value.type[axis].shard is not None), None)
+    all_sharded = all(s.value.type[axis].shard is not None for s in present
+                      if s.value is not None and s.value.type[axis].kind is Kind.V)
+    shard = shard_slot.value.type[axis].shard if shard_slot is not None and all_sharded else None  # type: ignore[union-attr]
+    rank = shard_slot.value.rank if shard_slot is not None and isinstance(shard_slot.value, TensorValue) else None
+    if rule.dims is not None and rule.dims.name == "keep" and shard is not None:
+        shard = _agree(present, axis)
+    moved = shapes.move(rule, bound, shard, rank)
+    site = None
+    if any(pending):
+        shadow = shadow_partial_check(ops, pending, rule.linearity)
+        origin = next(s for s, p in zip(present, pending) if p).value.type[axis].pending  # type: ignore[union-attr]
+        if isinstance(shadow, AxisError):
+            _report_pending(interp, shadow, origin, axis, node, short_name(rule.qualname), present, pending)
+            return AxisType(Kind.V, shard=moved.shard)
+        site = origin
+    if moved.reduced and site is None:
+        site = Site(interp.ctx.site(node), "reduction")
+    return AxisType(Kind.V, shard=moved.shard if site is None else None, pending=site)
+
+
+def _agree(slots: list[Slot], axis: str) -> int | None:
+    """The common shard dim of elementwise operands (compared from the right when ranks are known)."""
+    seen: set[int] = set()
+    for s in slots:
+        if s.value is None or s.value.type[axis].kind is not Kind.V:
+            continue
+        d = s.value.type[axis].shard
+        rank = s.value.rank if isinstance(s.value, TensorValue) else None
+        if d is None:
+            return None
+        seen.add(d - rank if rank is not None and d >= 0 else d)
+    if len(seen) != 1:
+        return None
+    first = next(s for s in slots if s.value is not None and s.value.type[axis].kind is Kind.V)
+    return first.value.type[axis].shard  # type: ignore[union-attr]
+
+
+def _rank_of(rule: OpRule, bound: Bound, slots: list[Slot]) -> int | None:
+    rank = next((s.value.rank for s in slots if isinstance(s.value, TensorValue) and s.value.rank is not None), None)
+    return shapes.move(rule, bound, None, rank).rank
+
+
+def _contraction_axis(interp: "Interpreter", rule: OpRule, bound: Bound, present: list[Slot], axis: str,
+                      node: cst.CSTNode, bias_param: str | None) -> tuple[AxisType | _Failure | None, int | None]:
+    factors = [s for s in present if s.param != bias_param and s.value is not None]
+    scalars = [s for s in present if s.value is None]
+    bias = [s for s in present if s.param == bias_param and s.value is not None]
+    op_name = short_name(rule.qualname)
+    if not factors:
+        return None, None
+    equation, eq_text = _equation(interp, rule, bound, factors, node)
+    ranks = [s.value.rank if isinstance(s.value, TensorValue) else None for s in factors]
+    ops = _operands(factors + scalars, axis)
+    types = [s.value.type[axis] for s in factors]  # type: ignore[union-attr]
+    site = Site(interp.ctx.site(node), "contraction")
+    rank: int | None = None
+    if equation is not None:
+        try:
+            outcome = einsum.judge_axis(equation, ranks, types, _operands(factors, axis), site)
+            spec = einsum.expand(equation, ranks)
+            rank = len(spec.output) if spec is not None else None
+        except einsum.EinsumError as exc:
+            interp.report(Finding("SPMD004", node, f"`{op_name}`: {exc}"))
+            return FAILED, None
+        product = outcome.result
+        if isinstance(product, AxisError) and scalars:
+            product = infer_axis(ops, Linearity.MULTILINEAR)
+        if isinstance(product, AxisError):
+            _report_axis_error(interp, product, factors, _operands(factors, axis), axis, node,
+                               Linearity.MULTILINEAR, op_name)
+            return FAILED, None
+        if outcome.issue is not None:
+            _report_layout(interp, outcome.issue, factors, axis, node, op_name, eq_text)
+    else:
+        base = infer_axis(ops, Linearity.MULTILINEAR)
+        if isinstance(base, AxisError):
+            _report_axis_error(interp, base, factors + scalars, ops, axis, node, Linearity.MULTILINEAR, op_name)
+            return FAILED, None
+        product = AxisType(base)
+    # pending sums entering the product
+    pending = [t.is_pending for t in types]
+    if any(pending) and product.kind is Kind.V:
+        shadow = shadow_partial_check(_operands(factors, axis), pending, Linearity.MULTILINEAR)
+        origin = next(t.pending for t in types if t.is_pending)
+        if isinstance(shadow, AxisError):
+            _report_pending(interp, shadow, origin, axis, node, op_name, factors, pending)
+            product = AxisType(Kind.V)
+        elif not product.is_pending:
+            product = AxisType(Kind.V, pending=origin)
+    if not bias:
+        return product, rank
+    # F.linear(x, w, b) / addmm(b, m1, m2): linear(product, bias)
+    bias_slot = bias[0]
+    bias_type = bias_slot.value.type[axis]  # type: ignore[union-attr]
+    combo = [Operand(product.kind, GradState.UNKNOWN), Operand(bias_type.kind, bias_slot.value.grad)]  # type: ignore[union-attr]
+    total = infer_axis(combo, Linearity.LINEAR)
+    if isinstance(total, AxisError):
+        _report_axis_error(interp, total, [_ProductSlot(node), bias_slot], combo, axis, node,
+                           Linearity.LINEAR, op_name)
+        return FAILED, rank
+    if product.is_pending:
+        shadow = shadow_partial_check(combo, [True, bias_type.is_pending], Linearity.LINEAR)
+        if isinstance(shadow, AxisError):
+            _report_pending(interp, shadow, product.pending, axis, node, op_name + " (bias)",  # type: ignore[arg-type]
+                            [_ProductSlot(node), bias_slot], [True, bias_type.is_pending])
+            return AxisType(Kind.V), rank
+        return product, rank
+    if total is Kind.V:
+        shard = product.shard if bias_type.kind is not Kind.V or bias_type.shard is not None else None
+        return AxisType(Kind.V, shard=shard), rank
+    return AxisType(total), rank
+
+
+class _ProductSlot(Slot):
+    """The product inside `F.linear(x, w, b)`, as an operand of the bias add."""
+
+    def __init__(self, node: cst.CSTNode) -> None:
+        super().__init__(None, node, "<product>")  # type: ignore[arg-type]
+
+
+def _equation(interp: "Interpreter", rule: OpRule, bound: Bound, factors: list[Slot],
+              node: cst.CSTNode) -> tuple[einsum.Equation | None, str]:
+    kind = rule.contraction or ""
+    if kind == "einsum":
+        first = rule.params[0].name if rule.params else "equation"
+        value = bound.get(first)
+        if isinstance(value, Literal) and isinstance(value.value, str):
+            try:
+                return einsum.parse_equation(value.value, len(factors)), value.value
+            except einsum.EinsumError as exc:
+                interp.report(Finding("SPMD004", node, f"malformed einsum equation: {exc}"))
+                return None, value.value
+        return None, "?"
+    ranks = [s.value.rank if isinstance(s.value, TensorValue) else None for s in factors]
+    text = einsum.equation_for(kind, ranks)
+    if text is None:
+        return None, kind
+    return einsum.parse_equation(text, len(factors)), text
+
+
+def _report_missing(interp: "Interpreter", slot: Slot, axis: str, node: cst.CSTNode, op_name: str) -> None:
+    has = ", ".join(slot.value.type) if slot.value is not None and len(slot.value.type) else "no axes"
+    interp.report(Finding(
+        "SPMD107", node,
+        f"`{op_name}`: operand `{describe_slot(interp, slot)}` has no type on axis {axis!r} (it has {has}); "
+        f"every operand needs every mesh axis in strict mode",
+    ))
+
+
+def render_fix_call(interp: "Interpreter", api: str, operand: str, axis: str, src: str, dst: str) -> str:
+    alias = interp.ctx.spmd_alias
+    return f"{alias}.{api}({operand}, {axis!r}, src={type_spelling(interp, src)}, dst={type_spelling(interp, dst)})"
+
+
+def type_spelling(interp: "Interpreter", letter: str) -> str:
+    """How this file can spell a type constant: `R` if imported by name, else `spmd.R`."""
+    base = letter.split("(")[0]
+    value = interp.frame.globals.get(base) or interp.frame.env.get(base)
+    from spmdcheck.analysis.values import ModuleRef
+
+    if isinstance(value, ModuleRef) and value.qualname.startswith("spmd_types"):
+        return letter
+    return f"{interp.ctx.spmd_alias}.{letter}"
+
+
+def megatron_spelling(interp: "Interpreter", api: str, src: str, dst: str, axis: str, operand: str) -> str | None:
+    """A Megatron mapping with this exact typing, if the stubs know one for this axis."""
+    for rule in interp.ctx.registry.rules.values():
+        for m in rule.mappings:
+            if m.op == api and str(m.src) == src and str(m.dst) == dst and m.axis == axis and not m.when:
+                local = interp.ctx.megatron_names.get(rule.qualname, rule.qualname.rsplit(".", 1)[-1])
+                return f"{local}({operand})"
+    return None
+
+
+def _report_axis_error(interp: "Interpreter", err: AxisError, slots: list[Slot], ops: list[Operand], axis: str,
+                       node: cst.CSTNode, linearity: Linearity, op_name: str) -> None:
+    found = ", ".join(
+        f"`{describe_slot(interp, s)}`: {'Scalar' if s.value is None else s.value.type[axis]}" for s in slots
+        if not isinstance(s, _ProductSlot)
+    )
+    if any(isinstance(s, _ProductSlot) for s in slots):
+        found = "product: " + str(ops[0].kind) + (", " + found if found else "")
+    message = RULE_TEXT[err.rule].format(axis=axis, op=op_name) + f" (operands: {found})"
+    suggestions: list[Suggestion] = []
+    for fix in suggest_fixes(ops, linearity):
+        slot = slots[fix.operand]
+        if isinstance(slot, _ProductSlot) or slot.value is None:
+            continue
+        operand = interp.ctx.code_of(slot.node)
+        cand = fix.candidate
+        call = render_fix_call(interp, cand.api, operand, axis, str(cand.src), str(cand.dst))
+        effect = f"forward: {cand.forward}, backward: {cand.backward}"
+        suggestions.append(Suggestion(f"{cand.api} the {cand.src.name} operand `{operand}` ({effect})", call,
+                                      slot.node))
+        meg = megatron_spelling(interp, cand.api, str(cand.src), str(cand.dst), axis, operand)
+        if meg is not None:
+            suggestions.append(Suggestion(f"Megatron spelling of the same ({effect})", meg, slot.node))
+    interp.report(Finding(RULE_CODES[err.rule], node, message, suggestions))
+
+
+def _report_pending(interp: "Interpreter", err: AxisError, origin: Site, axis: str, node: cst.CSTNode,
+                    op_name: str, slots: list[Slot], pending: list[bool]) -> None:
+    slot = next(s for s, p in zip(slots, pending) if p)
+    operand = interp.ctx.code_of(slot.node) if not isinstance(slot, _ProductSlot) else "the product"
+    why = {
+        Rule.PARTIAL_NONLINEAR: f"goes through non-linear `{op_name}`",
+        Rule.PARTIAL_AFFINE: f"gets a Replicate or scalar term added by `{op_name}` (counted once per rank)",
+        Rule.PARTIAL_WITH_VARYING: f"is combined with a Varying value by `{op_name}`",
+        Rule.PARTIAL_SEVERAL_FACTORS: f"is multiplied by another pending sum in `{op_name}`",
+        Rule.PARTIAL_DIVISOR: f"is a divisor in `{op_name}`",
+        Rule.INVARIANT_MIX: f"is mixed with an Invariant in `{op_name}`",
+    }[err.rule]
+    message = (f"`{operand}` is a per-rank partial sum on axis {axis!r} (from the sharded contraction at "
+               f"{{site:{origin.ref}}}) and {why} before it is reduced")
+    suggestions = []
+    if not isinstance(slot, _ProductSlot):
+        suggestions.append(Suggestion(
+            "reduce it first (all-reduce forward; Megatron: reduce_from_tensor_model_parallel_region)",
+            render_fix_call(interp, "all_reduce", operand, axis, "V", "I"), slot.node))
+        suggestions.append(Suggestion(
+            "or keep it Replicate for per-rank use (all-reduce both ways)",
+            render_fix_call(interp, "all_reduce", operand, axis, "V", "R"), slot.node))
+    interp.report(Finding("SPMD201", node, message, suggestions))
+
+
+def _report_layout(interp: "Interpreter", issue: einsum.LayoutIssue, slots: list[Slot], axis: str,
+                   node: cst.CSTNode, op_name: str, eq_text: str) -> None:
+    def spell(k: int) -> str:
+        return f"`{describe_slot(interp, slots[k])}`: {slots[k].value.type[axis]}"  # type: ignore[union-attr]
+
+    operands = ", ".join(spell(k) for k in range(len(slots)))
+    if issue.kind == "split":
+        whole = slots[issue.operand]
+        sharded = next(s for s in slots if s is not whole and s.value is not None
+                       and s.value.type[axis].shard is not None)
+        message = (f"`{op_name}` ({eq_text}): label {issue.label!r} is sharded on axis {axis!r} in "
+                   f"`{describe_slot(interp, sharded)}` but whole in `{describe_slot(interp, whole)}`; the local "
+                   f"shapes cannot match ({operands})")
+        operand = interp.ctx.code_of(sharded.node)
+        shard = sharded.value.type[axis].shard  # type: ignore[union-attr]
+        suggestion = Suggestion("gather the sharded operand first",
+                                render_fix_call(interp, "all_gather", operand, axis, f"S({shard})", "R"),
+                                sharded.node)
+        interp.report(Finding("SPMD108", node, message, [suggestion]))
+        return
+    what = "a repeated label on the sharded dim" if issue.kind == "diag" else f"labels {', '.join(issue.label)}"
+    message = (f"`{op_name}` ({eq_text}): {what} sharded on axis {axis!r} across the operands; each rank computes "
+               f"a block with no global layout ({operands})")
+    suggestions = []
+    first = next((s for s in slots if s.value is not None and s.value.type[axis].shard is not None), None)
+    if first is not None and issue.kind == "mixed":
+        operand = interp.ctx.code_of(first.node)
+        shard = first.value.type[axis].shard  # type: ignore[union-attr]
+        suggestions.append(Suggestion(
+            "gather the sequence-sharded activation first (Megatron: gather_from_sequence_parallel_region)",
+            render_fix_call(interp, "all_gather", operand, axis, f"S({shard})", "R"), first.node))
+    interp.report(Finding("SPMD109", node, message, suggestions))
+
+
+def _inplace(interp: "Interpreter", rule: OpRule, bound: Bound, result: TensorValue, node: cst.CSTNode) -> None:
+    targets = []
+    if rule.inplace_param is not None:
+        targets.append((bound.get(rule.inplace_param), bound.node(rule.inplace_param), "SPMD110"))
+    out = bound.get("out")
+    if out is not None:
+        targets.append((out, bound.node("out"), "SPMD110"))
+    for value, target_node, code in targets:
+        if not isinstance(value, TensorValue):
+            continue
+        check_mutation(interp, value, result, target_node, node, code, short_name(rule.qualname))
+
+
+def check_mutation(interp: "Interpreter", old: TensorValue, new: TensorValue, target_node: cst.CSTNode | None,
+                   node: cst.CSTNode, code: str, op_name: str) -> None:
+    """An in-place write must keep the destination's type (R/I -> V allowed on a no-grad buffer)."""
+    merged = dict(old.type)
+    for axis in sorted(set(old.type) | set(new.type)):
+        before, after = old.type.get(axis), new.type.get(axis)
+        if after is None:
+            continue
+        if before is None or before.kind is after.kind:
+            merged[axis] = after if before is None or before.kind is not Kind.V else AxisType(
+                Kind.V, shard=before.shard if before.shard == after.shard else None, pending=after.pending)
+            continue
+        if before.kind in (Kind.R, Kind.I) and after.kind is Kind.V and old.grad is GradState.NO:
+            merged[axis] = after
+            continue
+        target = interp.ctx.code_of(target_node) if target_node is not None else "the destination"
+        interp.report(Finding(code, node, f"`{op_name}` would change the type of `{target}` on axis {axis!r} from "
+                                          f"{before} to {after}; an in-place write must keep its destination's type"))
+        merged[axis] = before
+    interp.rebind(target_node, TensorValue(SpmdType(merged), old.grad if new.grad is GradState.UNKNOWN else new.grad,
+                                           old.rank))
+
+
+__all__ = ["apply_op", "check_mutation", "short_name", "render_fix_call", "type_spelling", "ScalarValue"]

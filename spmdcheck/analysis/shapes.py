@@ -1,0 +1,177 @@
+"""How an op moves the tracked shard dim S(d) and the rank, per the stub's `@dims` rule."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from spmdcheck.analysis.binding import NOT_LITERAL, Bound
+from spmdcheck.rules.model import DimsRule, OpRule
+
+
+@dataclass(frozen=True)
+class DimResult:
+    shard: int | None  # the result's shard dim, None = plain V
+    reduced: bool = False  # the op summed over the sharded dim: a pending sum
+    rank: int | None = None
+
+
+def _norm(d: int, rank: int | None) -> int | None:
+    if d >= 0:
+        return d
+    return d + rank if rank is not None else None
+
+
+def _ints(value: object) -> tuple[int, ...] | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return (value,)
+    if isinstance(value, tuple) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return value
+    return None
+
+
+def move(rule: OpRule, bound: Bound, shard: int | None, rank: int | None) -> DimResult:
+    """The result's shard dim given the (first sharded) operand's shard dim and rank."""
+    dims: DimsRule | None = rule.dims
+    if dims is None:
+        return DimResult(None, rank=None)
+    name = dims.name
+    args = [bound.literal(rule, p) for p in dims.params]
+    if name == "keep":
+        return DimResult(shard, rank=rank)
+    if name == "T":
+        if rank is not None and rank >= 2:
+            s = _norm(shard, rank) if shard is not None else None
+            if s is None:
+                return DimResult(None, rank=rank)
+            swap = {rank - 1: rank - 2, rank - 2: rank - 1}
+            return DimResult(swap.get(s, s), rank=rank)
+        if shard is not None and shard < 0:
+            return DimResult({-1: -2, -2: -1}.get(shard, shard), rank=rank)
+        return DimResult(None, rank=rank)
+    if name == "transpose" and len(args) == 2:
+        d0, d1 = _ints(args[0]), _ints(args[1])
+        if d0 is None or d1 is None:
+            return DimResult(None)
+        a, b = d0[0], d1[0]
+        if shard is None:
+            return DimResult(None, rank=rank)
+        if rank is not None:
+            a, b, s = _norm(a, rank), _norm(b, rank), _norm(shard, rank)
+        elif (a < 0) == (b < 0) == (shard < 0):
+            s = shard
+        else:
+            return DimResult(None)
+        return DimResult(b if s == a else a if s == b else s, rank=rank)
+    if name in ("permute", "movedim"):
+        if name == "permute":
+            perm = _ints(args[0]) if args else None
+            if perm is None:
+                perm = tuple(v for v in (bound.literal(rule, p) for p in dims.params) if isinstance(v, int))
+            if not perm:
+                vals = [v.value for v, _ in bound.all(dims.params[0])] if dims.params else []  # type: ignore[attr-defined]
+                perm = tuple(v for v in vals if isinstance(v, int))
+            r = len(perm) if perm else rank
+            if shard is None or not perm:
+                return DimResult(None, rank=r)
+            s = _norm(shard, r)
+            norm_perm = [_norm(p, r) for p in perm]
+            return DimResult(norm_perm.index(s) if s in norm_perm else None, rank=r)
+        src, dst = (_ints(args[0]), _ints(args[1])) if len(args) == 2 else (None, None)
+        if shard is None or src is None or dst is None or rank is None:
+            return DimResult(None, rank=rank)
+        order = [d for d in range(rank) if d not in [_norm(x, rank) for x in src]]
+        for s_dim, d_dim in sorted(zip([_norm(x, rank) for x in src], [_norm(x, rank) for x in dst]), key=lambda p: p[1]):
+            order.insert(d_dim, s_dim)
+        s = _norm(shard, rank)
+        return DimResult(order.index(s) if s in order else None, rank=rank)
+    if name == "unsqueeze":
+        d = _ints(args[0]) if args else None
+        new_rank = rank + 1 if rank is not None else None
+        if shard is None or d is None:
+            return DimResult(None, rank=new_rank)
+        dim = _norm(d[0], new_rank)
+        s = _norm(shard, rank)
+        if dim is None or s is None:
+            if d[0] >= 0 and shard >= 0:
+                return DimResult(shard + 1 if shard >= d[0] else shard, rank=new_rank)
+            if d[0] < 0 and shard < 0:
+                # counted from the end: dims at or left of the new one move one further left
+                return DimResult(shard - 1 if shard <= d[0] else shard, rank=new_rank)
+            return DimResult(None, rank=new_rank)
+        return DimResult(s + 1 if s >= dim else s, rank=new_rank)
+    if name in ("squeeze", "select"):
+        d = _ints(args[0]) if args and args[0] is not NOT_LITERAL else None
+        if d is None:
+            return DimResult(None)
+        new_rank = rank - 1 if rank is not None else None
+        if shard is None:
+            return DimResult(None, rank=new_rank)
+        dim, s = _norm(d[0], rank), _norm(shard, rank)
+        if dim is None or s is None:
+            if d[0] >= 0 and shard >= 0:
+                dim, s = d[0], shard
+            else:
+                return DimResult(None, rank=new_rank)
+        if s == dim:
+            return DimResult(None, rank=new_rank)
+        return DimResult(s - 1 if s > dim else s, rank=new_rank)
+    if name in ("narrow", "split"):
+        d = _ints(args[0]) if args else None
+        if shard is None or d is None:
+            return DimResult(None, rank=rank)
+        dim, s = _norm(d[0], rank), _norm(shard, rank)
+        if dim is None or s is None:
+            same = (d[0] >= 0) == (shard >= 0)
+            return DimResult(None if (not same or d[0] == shard) else shard, rank=rank)
+        return DimResult(None if s == dim else shard, rank=rank)
+    if name == "reduce":
+        d = args[0] if args else None
+        keepdim = bool(args[1]) if len(args) > 1 and isinstance(args[1], bool) else False
+        if d is None:
+            return DimResult(None, reduced=shard is not None, rank=rank if keepdim else 0)
+        ds = _ints(d)
+        if ds is None:
+            return DimResult(None)
+        new_rank = rank if keepdim or rank is None else rank - len(ds)
+        if shard is None:
+            return DimResult(None, rank=new_rank)
+        norm = [_norm(x, rank) for x in ds]
+        s = _norm(shard, rank)
+        if s is None or None in norm:
+            if all(x >= 0 for x in ds) and shard >= 0:
+                norm, s = list(ds), shard
+            elif shard in ds:
+                return DimResult(None, reduced=True, rank=new_rank)
+            else:
+                return DimResult(None, rank=new_rank)
+        if s in norm:
+            return DimResult(None, reduced=True, rank=new_rank)
+        if keepdim:
+            return DimResult(s, rank=new_rank)
+        return DimResult(s - sum(1 for x in norm if x is not None and x < s), rank=new_rank)
+    if name == "cat":
+        d = _ints(args[0]) if args else (0,)
+        if shard is None or d is None:
+            return DimResult(None, rank=rank)
+        dim, s = _norm(d[0], rank), _norm(shard, rank)
+        if dim is None or s is None:
+            return DimResult(None if d[0] == shard or (d[0] >= 0) != (shard >= 0) else shard, rank=rank)
+        return DimResult(None if s == dim else shard, rank=rank)
+    if name == "stack":
+        d = _ints(args[0]) if args else (0,)
+        new_rank = rank + 1 if rank is not None else None
+        if shard is None or d is None:
+            return DimResult(None, rank=new_rank)
+        if d[0] >= 0 and shard >= 0:
+            return DimResult(shard + 1 if shard >= d[0] else shard, rank=new_rank)
+        return DimResult(None, rank=new_rank)
+    if name == "flatten":
+        start = _ints(args[0]) if args else (0,)
+        if shard is None or start is None:
+            return DimResult(None)
+        st, s = _norm(start[0], rank), _norm(shard, rank)
+        if st is not None and s is not None and s < st:
+            return DimResult(s)
+        return DimResult(None)
+    return DimResult(None)

@@ -1,0 +1,295 @@
+"""Handlers of the spmd_types annotation API: assert_type and friends, Scalar, S(d), backward()."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable
+
+import libcst as cst
+
+from spmdcheck.analysis.binding import Bound
+from spmdcheck.analysis.findings import Finding, Suggestion
+from spmdcheck.analysis.ops import render_fix_call
+from spmdcheck.analysis.typeexpr import TypeDict, TypeExprError, axis_name, merge_type_dicts, type_dict
+from spmdcheck.analysis.values import (
+    UNKNOWN,
+    Literal,
+    ScalarValue,
+    Seq,
+    TensorValue,
+    TypeValue,
+    Value,
+)
+from spmdcheck.lattice import AxisType, GradState, Kind, S, SpmdType
+from spmdcheck.rules.model import OpRule
+
+if TYPE_CHECKING:
+    from spmdcheck.analysis.interpreter import Interpreter
+
+Handler = Callable[["Interpreter", OpRule, Bound, cst.Call, list], Value]
+
+
+def asserted_axes(interp: "Interpreter", td: TypeDict, node: cst.CSTNode) -> dict[str, AxisType] | None:
+    axes = dict(td.axes)
+    known = interp.ctx.known_axes
+    for axis in list(axes):
+        if known and axis not in known:
+            interp.report(Finding("SPMD003", node, f"unknown mesh axis {axis!r}; the mesh in scope has "
+                                                   f"{', '.join(sorted(known))}"))
+            del axes[axis]
+    if td.bare is not None:
+        if not interp.mesh:
+            interp.report(Finding("SPMD002", node, "a bare type fills the axes of the current mesh, but no mesh is "
+                                                   "in scope (set [tool.spmdcheck] mesh or use set_current_mesh)"))
+            return None
+        for axis in interp.mesh:
+            axes.setdefault(axis, td.bare)
+    return axes
+
+
+def refine(interp: "Interpreter", x: TensorValue, axes: dict[str, AxisType], node: cst.CSTNode, code: str,
+           what: str) -> TensorValue:
+    """assert_type semantics: set unknown axes, check known ones; V may become P (or S(d))."""
+    merged = dict(x.type)
+    for axis, want in sorted(axes.items()):
+        have = x.type.get(axis)
+        if have is None:
+            merged[axis] = _normalize(want, x.rank)
+            continue
+        if have.kind is want.kind:
+            if want.kind is Kind.V and want.shard is not None:
+                w, h = _normalize(want, x.rank).shard, _normalize(have, x.rank).shard
+                if h is not None and w != h and (x.rank is not None or (want.shard >= 0) == (have.shard >= 0)):
+                    interp.report(Finding(code, node, f"{what}: on axis {axis!r} the value is sharded on dim "
+                                                      f"{have.shard} but S({want.shard}) is declared"))
+                    continue
+                if have.is_pending:
+                    _pending_at_contract(interp, have, axis, node, f"S({want.shard})")
+                merged[axis] = AxisType(Kind.V, shard=want.shard)
+            continue
+        if have.kind is Kind.V and want.kind is Kind.P:
+            merged[axis] = AxisType(Kind.P)  # declaring the pending sum
+            continue
+        extra = ""
+        if have.is_pending:
+            extra = (f"; it is a per-rank partial sum from the sharded contraction at {{site:{have.pending.ref}}} "  # type: ignore[union-attr]
+                     f"that was never reduced")
+        suggestions = []
+        if have.kind in (Kind.V, Kind.P) and want.kind in (Kind.R, Kind.I) and isinstance(node, cst.Call):
+            operand = interp.ctx.code_of(node.args[0].value) if node.args else "x"
+            suggestions.append(Suggestion(
+                "reduce the partial sum", render_fix_call(interp, "all_reduce", operand, axis, str(have.kind),
+                                                          want.kind.value), None))
+        interp.report(Finding(code, node, f"{what}: on axis {axis!r} the value is {have} but {want} is declared"
+                                          f"{extra}", suggestions))
+    return TensorValue(SpmdType(merged), x.grad, x.rank)
+
+
+def _pending_at_contract(interp: "Interpreter", have: AxisType, axis: str, node: cst.CSTNode, want: str) -> None:
+    interp.report(Finding(
+        "SPMD201", node,
+        f"a per-rank partial sum on axis {axis!r} (from the sharded contraction at {{site:{have.pending.ref}}}) "  # type: ignore[union-attr]
+        f"is declared {want} before it is reduced", severity="warning"))
+
+
+def _normalize(t: AxisType, rank: int | None) -> AxisType:
+    if t.kind is Kind.V and t.shard is not None and t.shard < 0 and rank is not None:
+        return S(t.shard + rank)
+    return t
+
+
+def _types_from(interp: "Interpreter", values: list[tuple[Value, cst.CSTNode]], node: cst.CSTNode) -> dict[str, AxisType] | None:
+    parts = []
+    for value, vnode in values:
+        if isinstance(value, Literal) and value.value is None:
+            continue
+        try:
+            parts.append(type_dict(value))
+        except TypeExprError as exc:
+            if _statically_unknown(value):
+                return None  # a type built at run time: gradual, nothing to check
+            interp.report(Finding("SPMD002", vnode, f"cannot read this SPMD type: {exc}"))
+            return None
+    if not parts:
+        interp.report(Finding("SPMD002", node, "assert_type needs at least one type"))
+        return None
+    try:
+        merged = merge_type_dicts(parts)
+    except TypeExprError as exc:
+        interp.report(Finding("SPMD002", node, str(exc)))
+        return None
+    return asserted_axes(interp, merged, node)
+
+
+def _statically_unknown(value: Value) -> bool:
+    from spmdcheck.analysis.values import DictValue
+
+    if isinstance(value, DictValue):
+        return any(not isinstance(item, TypeValue) and not isinstance(item, Literal) for _, item, _ in value.items)
+    return not isinstance(value, (Literal, TypeValue))
+
+
+def assert_type(interp: "Interpreter", rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
+    if not args:
+        return UNKNOWN
+    _, target, target_node = args[0]
+    axes = _types_from(interp, [(v, n) for k, v, n in args[1:] if k is None or k == "partition_spec" and False],
+                       node)
+    if axes is None:
+        return target
+    return _apply_to(interp, target, target_node, lambda t: refine(interp, t, axes, node, "SPMD401", "assert_type"))
+
+
+def _apply_to(interp: "Interpreter", target: Value, target_node: cst.CSTNode, fn: Callable[[TensorValue], TensorValue]) -> Value:
+    if isinstance(target, TensorValue):
+        result = fn(target)
+        interp.rebind(target_node, result)
+        return result
+    if isinstance(target, Seq):
+        elements = getattr(target_node, "elements", None)
+        items = []
+        for i, item in enumerate(target.items):
+            if isinstance(item, TensorValue):
+                new = fn(item)
+                if elements is not None and i < len(elements):
+                    interp.rebind(elements[i].value, new)
+                items.append(new)
+            else:
+                items.append(item)
+        return Seq(tuple(items), target.is_list)
+    if target is UNKNOWN or not isinstance(target, TensorValue):
+        # asserting on a value we could not type: from here on it has the asserted type
+        fresh = fn(TensorValue(SpmdType(), GradState.UNKNOWN, None))
+        interp.rebind(target_node, fresh)
+        return fresh
+    return target
+
+
+def assert_type_like(interp: "Interpreter", rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
+    if len(args) < 2:
+        return UNKNOWN
+    _, target, target_node = args[0]
+    _, source, _ = args[1]
+    if not isinstance(source, TensorValue):
+        return target
+    axes = dict(source.type)
+    if len(args) > 2:
+        extra = _types_from(interp, [(args[2][1], args[2][2])], node)
+        axes.update(extra or {})
+    return _apply_to(interp, target, target_node, lambda t: refine(interp, t, axes, node, "SPMD401", "assert_type_like"))
+
+
+def mutate_type(interp: "Interpreter", rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
+    if not args:
+        return UNKNOWN
+    _, target, target_node = args[0]
+    src, dst = bound.get("src"), bound.get("dst")
+    axis_value = bound.get("axis")
+    if not isinstance(target, TensorValue):
+        return target
+    axes = [axis_name(axis_value)] if axis_value is not None else list(target.type)
+    new = dict(target.type)
+    for axis in axes:
+        if axis is None:
+            return target
+        want_src = _per_axis(src, axis)
+        want_dst = _per_axis(dst, axis)
+        have = target.type.get(axis)
+        if have is None:
+            interp.report(Finding("SPMD401", node, f"mutate_type: the value has no type on axis {axis!r}"))
+            continue
+        if want_src is not None and want_src.kind is not have.kind:
+            interp.report(Finding("SPMD401", node, f"mutate_type: on axis {axis!r} the value is {have} but "
+                                                   f"src={want_src}"))
+            continue
+        if want_dst is not None:
+            new[axis] = want_dst
+    result = TensorValue(SpmdType(new), target.grad, target.rank)
+    interp.rebind(target_node, result)
+    return result
+
+
+def _per_axis(value: Value | None, axis: str) -> AxisType | None:
+    if isinstance(value, TypeValue):
+        return value.type
+    try:
+        td = type_dict(value) if value is not None else None
+    except TypeExprError:
+        return None
+    return td.axes.get(axis) if td is not None else None
+
+
+def reinterpret_no_grad(interp: "Interpreter", rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
+    target, target_node = bound.get("x"), bound.node("x")
+    axis, dst = axis_name(bound.get("axis") or UNKNOWN), bound.get("dst")
+    if not isinstance(target, TensorValue) or axis is None or not isinstance(dst, TypeValue):
+        return target or UNKNOWN
+    if target.grad is GradState.YES:
+        interp.report(Finding("SPMD303", node, "reinterpret_no_grad on a tensor that requires grad"))
+        return target
+    result = TensorValue(target.type.with_axis(axis, dst.type), target.grad, target.rank)
+    interp.rebind(target_node, result)
+    return result
+
+
+def scalar(interp: "Interpreter", rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
+    if len(args) < 2:
+        return UNKNOWN
+    try:
+        td = type_dict(args[1][1])
+    except TypeExprError as exc:
+        interp.report(Finding("SPMD002", args[1][2], f"cannot read this SPMD type: {exc}"))
+        return UNKNOWN
+    return ScalarValue(SpmdType(td.axes))
+
+
+def shard_type(interp: "Interpreter", rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
+    if args and isinstance(args[0][1], Literal) and isinstance(args[0][1].value, int):
+        return TypeValue(S(args[0][1].value))
+    interp.report(Finding("SPMD002", node, "S(d) needs an integer literal dim"))
+    return UNKNOWN
+
+
+def backward(interp: "Interpreter", rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
+    loss = bound.get("self")
+    loss_node = bound.node("self")
+    if bound.get("gradient") is not None or not isinstance(loss, TensorValue):
+        return Literal(None)
+    operand = interp.ctx.code_of(loss_node) if loss_node is not None else "loss"
+    for axis, t in sorted(loss.type.items()):
+        if t.kind is Kind.R:
+            interp.report(Finding(
+                "SPMD404", node,
+                f"backward() on `{operand}`, which is Replicate on axis {axis!r}: the implicit gradient 1.0 on every "
+                f"rank is read as a Partial, so gradients are over-counted by the axis size",
+                [Suggestion("reduce upstream with dst=I instead of dst=R (the loss is then Invariant)",
+                            render_fix_call(interp, "all_reduce", "...", axis, "P", "I"), None),
+                 Suggestion("or backpropagate the local Partial loss (drop the reduction)", operand, None)],
+            ))
+            return Literal(None)
+        if t.kind is Kind.V:
+            interp.report(Finding(
+                "SPMD404", node,
+                f"backward() on `{operand}`, which is Varying on axis {axis!r}: a per-rank loss must be declared "
+                f"the summands of the global loss",
+                [Suggestion("declare the per-rank losses as a pending sum",
+                            render_fix_call(interp, "reinterpret", operand, axis, "V", "P"), loss_node)],
+            ))
+            return Literal(None)
+    return Literal(None)
+
+
+def ignore(interp: "Interpreter", rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
+    return UNKNOWN
+
+
+HANDLERS: dict[str, Handler] = {
+    "assert_type": assert_type,
+    "assert_type_like": assert_type_like,
+    "assert_local_type_like": assert_type_like,
+    "mutate_type": mutate_type,
+    "reinterpret_no_grad": reinterpret_no_grad,
+    "scalar": scalar,
+    "shard_type": shard_type,
+    "backward": backward,
+    "ignore": ignore,
+    "local_map": ignore,
+}

@@ -1,0 +1,75 @@
+"""Read SPMD type expressions: `{"tp": V}`, `R`, `S(0)`, `"tp: V"`, `Annotated[T, ...]`, `Local["..."]`."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from spmdcheck.analysis.values import (
+    DictValue,
+    GroupValue,
+    Literal,
+    MeshValue,
+    TypeValue,
+    Value,
+)
+from spmdcheck.lattice import AxisType
+from spmdcheck.rules.typespec import TypeSpecError, parse_type_spec
+
+
+@dataclass(frozen=True)
+class TypeDict:
+    """An asserted type: explicit axes, and an optional bare type for the rest of the mesh."""
+
+    axes: dict[str, AxisType]
+    bare: AxisType | None = None
+
+
+class TypeExprError(ValueError):
+    pass
+
+
+def axis_name(value: Value) -> str | None:
+    """The mesh axis a value names: a string, a process group, a 1-D mesh."""
+    if isinstance(value, Literal) and isinstance(value.value, str):
+        return value.value
+    if isinstance(value, GroupValue):
+        return value.axis
+    if isinstance(value, MeshValue) and len(value.axes) == 1:
+        return value.axes[0]
+    return None
+
+
+def type_dict(value: Value) -> TypeDict:
+    """A dict literal of axis -> type, a bare type, or a spec string."""
+    if isinstance(value, TypeValue):
+        return TypeDict({}, value.type)
+    if isinstance(value, Literal) and isinstance(value.value, str):
+        try:
+            return TypeDict(parse_type_spec(value.value))
+        except TypeSpecError as exc:
+            raise TypeExprError(str(exc)) from exc
+    if isinstance(value, DictValue):
+        axes: dict[str, AxisType] = {}
+        for key, item, _node in value.items:
+            name = axis_name(key)
+            if name is None:
+                raise TypeExprError("a type dict key must be an axis name or a process group")
+            if not isinstance(item, TypeValue):
+                raise TypeExprError(f"the type of axis {name!r} is not R, I, V, P or S(d)")
+            axes[name] = item.type
+        return TypeDict(axes)
+    raise TypeExprError("not an SPMD type: expected a dict like {\"tp\": V}, a type, or a spec string")
+
+
+def merge_type_dicts(parts: list[TypeDict]) -> TypeDict:
+    axes: dict[str, AxisType] = {}
+    bare: AxisType | None = None
+    for part in parts:
+        if part.bare is not None:
+            if bare is not None:
+                raise TypeExprError("at most one bare type may be given")
+            bare = part.bare
+        for axis, t in part.axes.items():
+            if axis in axes and axes[axis] != t:
+                raise TypeExprError(f"axis {axis!r} is given two different types")
+            axes[axis] = t
+    return TypeDict(axes, bare)

@@ -1,0 +1,110 @@
+"""What users import to write spmdcheck annotations, and the vocabulary of stub files.
+
+This module is deliberately tiny and dependency-free (no torch, no libcst): it
+is imported by user code at run time, where every name here is a no-op.
+spmdcheck never imports it while checking; it reads the *spelling* of these
+names in source and stub files.
+
+Short spelling for a tensor's local SPMD type in a signature::
+
+    from spmdcheck.annotations import Local
+
+    def row_parallel(h: Local["tp: S(1)"], w: Local["tp: S(1), dp: R"]) -> Local["tp: I"]:
+        ...
+
+``Local["..."]`` is ``typing.Annotated[Any, "..."]`` at run time, so it is
+also accepted by tools that evaluate annotations. The spec string lists
+``axis: TYPE`` pairs separated by commas, ``TYPE`` one of R, I, V, P, S(d)
+(or the long names Replicate, Invariant, Varying, Partial, Shard(d)).
+The mypy/pyright-clean form ``Annotated[Tensor, {"tp": V}]`` (a dict, as in
+``spmd_types.assert_type``) and ``Annotated[Tensor, "tp: V"]`` mean the same.
+
+Stub vocabulary: the decorators below are how ``stubs/**/*.pyi`` (and users'
+own stub directories) describe the SPMD rule of a function. Each decorator
+takes only literals; spmdcheck reads them statically. See docs/stubs.md.
+"""
+from __future__ import annotations
+
+from typing import Annotated, Any, Callable, TypeVar
+
+__all__ = [
+    "Local",
+    "linear",
+    "multilinear",
+    "nonlinear",
+    "divisor",
+    "contraction",
+    "affine",
+    "factory",
+    "passthrough",
+    "opaque",
+    "grad",
+    "dims",
+    "inplace",
+    "collective",
+    "conversion",
+    "raw_collective",
+    "maps_to",
+    "process_group",
+    "mesh_factory",
+    "mesh_group",
+    "spmd_api",
+    "context",
+    "LocalType",
+]
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+class _LocalSpelling:
+    """``Local["tp: V"]`` evaluates to ``Annotated[Any, "tp: V"]``."""
+
+    def __getitem__(self, spec: str) -> Any:
+        return Annotated[Any, spec]
+
+
+Local = _LocalSpelling()
+
+
+class _LocalTypeSpelling:
+    """``LocalType["R"]``: the annotation of a type constant in a stub."""
+
+    def __getitem__(self, name: str) -> Any:
+        return Annotated[Any, name]
+
+
+LocalType = _LocalTypeSpelling()
+
+
+def _identity(fn: _F) -> _F:
+    return fn
+
+
+def _factory(*_args: Any, **_kwargs: Any) -> Callable[[_F], _F]:
+    return _identity
+
+
+# Linearity classes of an op (reference type_system.md section 2.1).
+linear = _identity
+multilinear = _identity
+nonlinear = _identity
+passthrough = _identity
+opaque = _identity
+
+# Parametrised stub decorators: all are no-ops at run time.
+divisor = _factory
+contraction = _factory
+affine = _factory
+factory = _factory
+grad = _factory
+dims = _factory
+inplace = _factory
+collective = _factory
+conversion = _factory
+raw_collective = _factory
+maps_to = _factory
+process_group = _factory
+mesh_factory = _factory
+mesh_group = _factory
+spmd_api = _factory
+context = _factory

@@ -1,0 +1,129 @@
+"""The checker as a library: check a source string or a file with given settings."""
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import pathlib
+import pickle
+from dataclasses import dataclass, field
+
+from spmdcheck.analysis.context import Options
+from spmdcheck.analysis.driver import analyze_module
+from spmdcheck.diagnostics.render import Diagnostic, make, render
+from spmdcheck.frontend.source import ParseFailure, is_relevant, mesh_names_in, parse
+from spmdcheck.rules.stubs import Registry, load_stub_dirs
+
+SHIPPED_STUBS_CANDIDATES = (
+    pathlib.Path(__file__).resolve().parent / "_stubs",  # installed wheel
+    pathlib.Path(__file__).resolve().parent.parent / "stubs",  # source checkout / editable install
+)
+
+
+def shipped_stubs() -> pathlib.Path:
+    for candidate in SHIPPED_STUBS_CANDIDATES:
+        if candidate.is_dir():
+            return candidate
+    return SHIPPED_STUBS_CANDIDATES[-1]
+
+
+@dataclass(frozen=True)
+class Settings:
+    mesh: tuple[str, ...] = ()
+    strict: bool = False
+    stub_path: tuple[str, ...] = ()
+    select: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+
+
+@dataclass
+class FileResult:
+    path: str
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    skipped: bool = False
+
+
+def _cache_dir() -> pathlib.Path:
+    base = os.environ.get("SPMDCHECK_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "spmdcheck")
+    return pathlib.Path(base)
+
+
+@functools.lru_cache(maxsize=8)
+def load_registry(stub_path: tuple[str, ...] = ()) -> Registry:
+    """Shipped stubs, then the user's stub directories; cached on disk by the files' stamps."""
+    from spmdcheck import __version__
+
+    dirs = [shipped_stubs(), *(pathlib.Path(p) for p in stub_path)]
+    stamp = hashlib.sha256(__version__.encode())
+    for d in dirs:
+        stamp.update(str(d).encode())
+        if d.is_dir():
+            for p in sorted(d.rglob("*.pyi")):
+                st = p.stat()
+                stamp.update(f"{p}:{st.st_mtime_ns}:{st.st_size}".encode())
+    cache = _cache_dir() / f"registry-{stamp.hexdigest()[:24]}.pickle"
+    try:
+        with cache.open("rb") as fh:
+            registry = pickle.load(fh)
+        if isinstance(registry, Registry):
+            return registry
+    except (OSError, pickle.PickleError, EOFError, AttributeError, ImportError):
+        pass
+    registry = load_stub_dirs(dirs)
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_suffix(f".{os.getpid()}.tmp")
+        with tmp.open("wb") as fh:
+            pickle.dump(registry, fh)
+        tmp.replace(cache)
+    except OSError:
+        pass  # a read-only home: just no cache
+    return registry
+
+
+def _selected(code: str, settings: Settings) -> bool:
+    from spmdcheck.diagnostics.codes import CODES
+
+    def matches(pattern: str) -> bool:
+        p = pattern.strip()
+        if p.upper() == "ALL":
+            return True
+        return code.startswith(p.upper()) or CODES[code].name == p.lower()
+
+    if settings.select and not any(matches(p) for p in settings.select):
+        return False
+    return not any(matches(p) for p in settings.ignore)
+
+
+def check_source(text: str, path: str = "<string>", settings: Settings | None = None,
+                 registry: Registry | None = None) -> list[Diagnostic]:
+    settings = settings or Settings()
+    registry = registry if registry is not None else load_registry(settings.stub_path)
+    parsed = parse(text)
+    if isinstance(parsed, ParseFailure):
+        diags = [make(path, "SPMD001", f"syntax error: {parsed.message}; the file was not checked",
+                      parsed.line, parsed.column)]
+        return [d for d in diags if _selected(d.code, settings)]
+    options = Options(mesh=settings.mesh, strict=settings.strict)
+    ctx = analyze_module(parsed, registry, options, mesh_names_in(text))
+    diags = render(path, parsed, ctx.findings, ctx.sites, text.splitlines())
+    diags = [d for d in diags if _selected(d.code, settings)]
+    return sorted(diags, key=Diagnostic.sort_key)
+
+
+def check_file(path: str, settings: Settings, registry: Registry | None = None) -> FileResult:
+    try:
+        data = pathlib.Path(path).read_bytes()
+    except OSError as exc:
+        return FileResult(path, [make(path, "SPMD005", f"cannot read file: {exc.strerror}")])
+    if not is_relevant(data):
+        return FileResult(path, skipped=True)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return FileResult(path, [make(path, "SPMD001", f"file is not UTF-8: {exc.reason}")])
+    try:
+        return FileResult(path, check_source(text, path, settings, registry))
+    except RecursionError:
+        return FileResult(path, [make(path, "SPMD001", "file is too deeply nested to analyse")])

@@ -1,0 +1,186 @@
+"""Command line: `spmdcheck check [PATHS]`, `spmdcheck explain CODE`, `spmdcheck rules`.
+
+Exit status: 0 nothing found, 1 diagnostics found, 2 usage or configuration error.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import sys
+from typing import Sequence
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="spmdcheck", description="Static SPMD type checker for rank-local PyTorch code.")
+    sub = ap.add_subparsers(dest="command")
+    check = sub.add_parser("check", help="check files and folders (default: .)")
+    check.add_argument("paths", nargs="*", default=None)
+    check.add_argument("--output-format", choices=("text", "json"), default="text")
+    check.add_argument("--strict", action="store_true", default=None,
+                       help="an operand missing a mesh axis is an error (spmd_types strict mode)")
+    check.add_argument("--select", default=None, help="comma-separated codes, prefixes or names to report")
+    check.add_argument("--ignore", default=None, help="comma-separated codes, prefixes or names to skip")
+    check.add_argument("--mesh", default=None, help="comma-separated mesh axis names (overrides the config)")
+    check.add_argument("--config", default=None, help="path to a pyproject.toml or spmdcheck.toml")
+    check.add_argument("--stub-path", action="append", default=[], help="extra stub directory (repeatable)")
+    check.add_argument("--jobs", "-j", type=int, default=None, help="worker processes (default: cores)")
+    check.add_argument("--no-respect-gitignore", action="store_true")
+    check.add_argument("--force-exclude", action="store_true", help="apply excludes to files named on the command line")
+    check.add_argument("--exit-zero", action="store_true", help="exit 0 even when diagnostics are found")
+    check.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+    explain = sub.add_parser("explain", help="print the documentation of a diagnostic code")
+    explain.add_argument("code")
+    rules = sub.add_parser("rules", help="list every diagnostic code")
+    rules.add_argument("--output-format", choices=("text", "json"), default="text")
+    return ap
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = _parser()
+    try:
+        args = ap.parse_args(argv)
+    except SystemExit as exc:
+        return EXIT_USAGE if exc.code not in (0, None) else EXIT_CLEAN
+    if args.command == "explain":
+        return _explain(args.code)
+    if args.command == "rules":
+        return _rules(args.output_format)
+    if args.command != "check":
+        ap.print_help(sys.stderr)
+        return EXIT_USAGE
+    return _check(args)
+
+
+def _explain(code: str) -> int:
+    from spmdcheck.diagnostics.codes import lookup
+
+    info = lookup(code)
+    if info is None:
+        print(f"spmdcheck: unknown code {code!r} (see `spmdcheck rules`)", file=sys.stderr)
+        return EXIT_USAGE
+    sys.stdout.write(info.page())
+    return EXIT_CLEAN
+
+
+def _rules(fmt: str) -> int:
+    from spmdcheck.diagnostics.codes import CODES
+
+    if fmt == "json":
+        json.dump([{"code": c.code, "name": c.name, "severity": c.severity, "summary": c.summary,
+                    "strict_only": c.strict_only} for c in CODES.values()], sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return EXIT_CLEAN
+    for c in CODES.values():
+        flag = " (strict)" if c.strict_only else ""
+        print(f"{c.code}  {c.name:<34} {c.severity:<8} {c.summary}{flag}")
+    return EXIT_CLEAN
+
+
+def _split(value: str | None) -> tuple[str, ...]:
+    return tuple(v.strip() for v in value.split(",") if v.strip()) if value else ()
+
+
+def _check(args: argparse.Namespace) -> int:
+    from spmdcheck.api import Settings, check_file, load_registry
+    from spmdcheck.config import Config, ConfigError, find_config, load_config
+    from spmdcheck.diagnostics.codes import lookup
+    from spmdcheck.diagnostics.render import make
+    from spmdcheck.discovery import discover
+
+    status = EXIT_CLEAN
+    paths = args.paths or ["."]
+    try:
+        cfg_path = pathlib.Path(args.config) if args.config else find_config(pathlib.Path(paths[0]).resolve()
+                                                                              if os.path.isdir(paths[0]) else
+                                                                              pathlib.Path(paths[0]).resolve().parent)
+        if args.config and not cfg_path.is_file():
+            raise ConfigError(f"{cfg_path}: no such config file")
+        cfg = load_config(cfg_path)
+    except ConfigError as exc:
+        print(f"spmdcheck: SPMD005 config-error: {exc}; checking with the default settings", file=sys.stderr)
+        cfg = Config()
+        status = EXIT_USAGE
+    for pattern in (*_split(args.select), *_split(args.ignore)):
+        if pattern.upper() != "ALL" and lookup(pattern) is None and not pattern.upper().startswith("SPMD"):
+            print(f"spmdcheck: unknown rule selector {pattern!r}", file=sys.stderr)
+            return EXIT_USAGE
+    settings = Settings(
+        mesh=_split(args.mesh) or cfg.mesh,
+        strict=cfg.strict if args.strict is None else True,
+        stub_path=tuple(cfg.stub_path) + tuple(str(pathlib.Path(p).resolve()) for p in args.stub_path),
+        select=_split(args.select) or cfg.select,
+        ignore=_split(args.ignore) + cfg.ignore,
+    )
+    files, missing = discover(paths, cfg.root, cfg.exclude, cfg.respect_gitignore and not args.no_respect_gitignore,
+                              args.force_exclude)
+    for m in missing:
+        print(f"spmdcheck: {m}: no such file or directory", file=sys.stderr)
+        status = EXIT_USAGE
+    registry = load_registry(settings.stub_path)
+    diags = [make(e.split(":", 1)[0], "SPMD005", f"stub error: {e}") for e in registry.errors]
+    results = _run(files, settings, registry, args.jobs if args.jobs is not None else cfg.jobs)
+    for r in results:
+        diags.extend(r.diagnostics)
+    diags.sort(key=lambda d: d.sort_key())
+    if args.output_format == "json":
+        from spmdcheck.report.json_report import write_json
+
+        write_json(diags, len(files), sys.stdout)
+    else:
+        from spmdcheck.report.text_report import write_text
+
+        color = {"always": True, "never": False}.get(args.color)
+        if color is None and (os.environ.get("NO_COLOR") or not sys.stdout.isatty()):
+            color = False
+        write_text(diags, len(files), sys.stdout, color)
+    if status == EXIT_USAGE:
+        return EXIT_USAGE
+    if diags and not args.exit_zero:
+        return EXIT_FINDINGS
+    return EXIT_CLEAN
+
+
+def _run(files: list[str], settings, registry, jobs: int):  # noqa: ANN001, ANN202
+    from spmdcheck.api import check_file
+
+    jobs = jobs or (os.cpu_count() or 1)
+    if jobs <= 1 or len(files) < 8:
+        return [check_file(f, settings, registry) for f in files]
+    import multiprocessing as mp
+
+    try:
+        ctx = mp.get_context("fork")
+    except ValueError:
+        return [check_file(f, settings, registry) for f in files]
+    global _WORKER
+    _WORKER = (settings, registry)
+    # Big files first, so one large file does not end the run alone on one core.
+    order = sorted(files, key=lambda f: -_size(f))
+    with ctx.Pool(min(jobs, len(files))) as pool:
+        results = pool.map(_work, order, chunksize=1)
+    return results
+
+
+_WORKER = None
+
+
+def _work(path: str):  # noqa: ANN202
+    settings, registry = _WORKER  # type: ignore[misc]
+    from spmdcheck.api import check_file
+
+    return check_file(path, settings, registry)
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Diagnostic codes, their documentation, and rendering findings into diagnostics."""

@@ -1,0 +1,120 @@
+"""Turn findings into diagnostics: positions (resolved only for files with findings), messages, suppressions."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from spmdcheck.analysis.findings import Finding
+from spmdcheck.diagnostics.codes import CODES, lookup
+
+_SITE = re.compile(r"\{site:(\d+)\}")
+_NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Za-z0-9_\-, ]+))?", re.IGNORECASE)
+_IGNORE = re.compile(r"#\s*spmdcheck:\s*ignore(?:\[(?P<codes>[^\]]*)\])?", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class SuggestionOut:
+    message: str
+    replacement: str
+
+
+@dataclass
+class Diagnostic:
+    path: str
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    code: str
+    name: str
+    severity: str
+    message: str
+    suggestions: list[SuggestionOut] = field(default_factory=list)
+
+    def sort_key(self) -> tuple:
+        return (self.path, self.line, self.column, self.code, self.message)
+
+    def to_json(self) -> dict:
+        return {
+            "path": self.path, "line": self.line, "column": self.column,
+            "end_line": self.end_line, "end_column": self.end_column,
+            "code": self.code, "name": self.name, "severity": self.severity,
+            "message": self.message,
+            "suggestions": [{"message": s.message, "replacement": s.replacement} for s in self.suggestions],
+        }
+
+
+def make(path: str, code: str, message: str, line: int = 1, column: int = 1,
+         end_line: int | None = None, end_column: int | None = None) -> Diagnostic:
+    info = CODES[code]
+    return Diagnostic(path, line, column, end_line or line, end_column or column, code, info.name,
+                      info.severity, message)
+
+
+def render(path: str, module: cst.Module, findings: list[Finding], sites: list[cst.CSTNode],
+           source_lines: list[str]) -> list[Diagnostic]:
+    if not findings:
+        return []
+    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+
+    def line_of(node: cst.CSTNode) -> int:
+        pos = positions.get(node)
+        return pos.start.line if pos is not None else 0
+
+    out: list[Diagnostic] = []
+    for f in findings:
+        pos = positions.get(f.node)
+        if pos is None:
+            continue
+        message = _SITE.sub(lambda m: f"line {line_of(sites[int(m.group(1))])}", f.message)
+        if f.branches:
+            message += " " + _branch_note(f, sites, line_of)
+        info = CODES[f.code]
+        diag = Diagnostic(
+            path, pos.start.line, pos.start.column + 1, pos.end.line, pos.end.column + 1,
+            f.code, info.name, f.severity or info.severity, message,
+            [SuggestionOut(s.message, s.replacement) for s in f.suggestions],
+        )
+        if not suppressed(diag, source_lines):
+            out.append(diag)
+    return out
+
+
+def _branch_note(f: Finding, sites: list[cst.CSTNode], line_of) -> str:  # noqa: ANN001
+    parts = []
+    for b in f.branches:
+        node = sites[b.ref]
+        if isinstance(node, (cst.For, cst.While)):
+            parts.append(f"after an iteration of the loop at line {line_of(node)}" if b.arm == "else"
+                         else f"before the loop at line {line_of(node)} runs")
+        elif isinstance(node, cst.IfExp):
+            parts.append(f"when the conditional expression at line {line_of(node)} takes its "
+                         f"{'first' if b.arm == 'if' else 'else'} value")
+        else:
+            parts.append(f"when the `if` at line {line_of(node)} takes the "
+                         f"{'if' if b.arm == 'if' else 'else'} branch")
+    return "(" + "; ".join(parts) + ")"
+
+
+def suppressed(diag: Diagnostic, source_lines: list[str]) -> bool:
+    """`# noqa`, `# noqa: SPMD101`, `# spmdcheck: ignore[partial-through-nonlinear]` on the reported line."""
+    if not 0 < diag.line <= len(source_lines):
+        return False
+    text = source_lines[diag.line - 1]
+    if "#" not in text:
+        return False
+    for pattern in (_NOQA, _IGNORE):
+        m = pattern.search(text)
+        if m is None:
+            continue
+        codes = m.group("codes")
+        if codes is None or not codes.strip():
+            return True
+        for item in re.split(r"[,\s]+", codes.strip()):
+            info = lookup(item) if item else None
+            if info is not None and info.code == diag.code:
+                return True
+    return False

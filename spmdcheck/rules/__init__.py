@@ -1,0 +1,1 @@
+"""Rules as data: the stub loader and the registry it builds."""

@@ -1,0 +1,136 @@
+"""The rule registry's data model: what a stub line says about one callable.
+
+Pure data (no libcst). The loader (`rules.stubs`) builds these from `.pyi`
+files; the analysis only dispatches on them.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from spmdcheck.lattice import AxisType, Kind, Linearity
+
+
+class ParamRole(enum.Enum):
+    TENSOR = "tensor"  # a tensor operand; numbers there are invisible
+    TENSOR_OR_NUMBER = "tensor_or_number"  # numbers there count as the weak scalar
+    TENSORS = "tensors"  # a sequence of tensor operands
+    OTHER = "other"  # structural (dim, dtype, group, ...)
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    role: ParamRole
+    positional: bool  # may be passed positionally
+    keyword: bool  # may be passed by keyword
+    variadic: bool = False  # *args
+    default: object = None  # a literal default, or MISSING
+    has_default: bool = False
+
+
+class Returns(enum.Enum):
+    TENSOR = "tensor"
+    TENSORS = "tensors"  # tuple/list of tensors with one type
+    NONE = "none"
+    VALUE = "value"  # a non-tensor Python value: untyped
+
+
+@dataclass(frozen=True)
+class DimsRule:
+    """How the op moves a tracked shard dim: a name and the parameter names it reads."""
+
+    name: str  # keep, drop, T, transpose, permute, movedim, unsqueeze, squeeze, reduce, ...
+    params: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Transition:
+    src: str  # R, I, V, P or S (any shard)
+    dst: str
+
+
+def transition_key(src: AxisType, dst: AxisType) -> Transition:
+    def letter(t: AxisType) -> str:
+        return "S" if t.kind is Kind.V and t.shard is not None else t.kind.value
+
+    return Transition(letter(src), letter(dst))
+
+
+@dataclass(frozen=True)
+class CollectiveRule:
+    """An spmd_types-style collective or conversion with src/dst keywords."""
+
+    op: str  # all_reduce, all_gather, reduce_scatter, all_to_all, unshard, convert, reinterpret, ...
+    family: str  # "collective" or "conversion"
+    src: frozenset[str] = frozenset()  # allowed src letters (collectives)
+    dst: frozenset[str] = frozenset()  # allowed dst letters (collectives)
+    allowed: frozenset[Transition] | None = None  # conversions; None = any pair
+    expert: frozenset[Transition] = frozenset()
+    forbidden_hints: dict[Transition, str] = field(default_factory=dict)
+    default_src: str | None = None
+    default_dst: str | None = None
+    implicit_partial: bool = True  # V is accepted where src is P
+    tensor_param: str = "x"
+    axis_param: str = "axis"
+
+
+@dataclass(frozen=True)
+class RawCollectiveRule:
+    """A torch.distributed collective without autograd (type_system.md 3.7)."""
+
+    src: frozenset[str]  # what the input must be ("*" = anything)
+    dst: frozenset[str]  # the output's type on the group
+    input: str  # parameter name of the input tensor
+    output: str | None  # parameter name of a separate output tensor or list (None: in place)
+    mutates: bool
+    group_param: str = "group"
+    differentiable: bool = False
+
+
+@dataclass(frozen=True)
+class MappingRule:
+    """A library function (Megatron mappings...) that is one spmd_types collective."""
+
+    op: str
+    src: AxisType
+    dst: AxisType
+    axis: str | None
+    group_param: str | None
+    tensor_param: str
+    when: tuple[tuple[str, object], ...] = ()  # parameter literal conditions
+
+
+@dataclass
+class OpRule:
+    """Everything the registry knows about one qualified callable."""
+
+    qualname: str
+    params: tuple[Param, ...] = ()
+    returns: Returns = Returns.TENSOR
+    linearity: Linearity = Linearity.NONLINEAR
+    divisors: tuple[str, ...] = ()
+    contraction: str | None = None  # "matmul", "linear", "einsum", or a fixed equation
+    bias: str | None = None  # the bias parameter of a contraction/affine op
+    affine_bias: str | None = None  # addmm family: linear(product, bias)
+    factory: str | None = None  # deterministic, random, like, new
+    passthrough: bool = False
+    opaque: bool = False
+    grad: str | None = None  # "yes", "no"
+    dims: DimsRule | None = None
+    inplace_param: str | None = None  # which parameter an in-place op mutates
+    is_property: bool = False
+    collective: CollectiveRule | None = None
+    raw: RawCollectiveRule | None = None
+    mappings: tuple[MappingRule, ...] = ()
+    process_group_axis: str | None = None
+    mesh_factory_names: str | None = None
+    mesh_group_param: str | None = None
+    spmd_api: str | None = None
+    context: str | None = None
+    const_type: str | None = None  # a type constant: R, I, V, P
+    alias_of: str | None = None
+    source: str = ""  # stub file:line, for messages
+
+    def param(self, name: str) -> Param | None:
+        return next((p for p in self.params if p.name == name), None)

@@ -1,0 +1,412 @@
+"""Load `.pyi` stub files (parsed with libcst, never imported) into a Registry.
+
+A stub file's path gives its module (`stubs/torch/nn/functional.pyi` ->
+`torch.nn.functional`, `__init__.pyi` -> the package). In it:
+
+* ``def f(...)`` with decorators from ``spmdcheck.annotations`` -> rule ``module.f``;
+* ``class C:`` methods -> ``module.C.method`` (``@property`` marks a property);
+* ``NAME: LocalType["R"]`` -> a type constant;
+* ``from .x import a as b`` / ``b = a`` -> an alias (re-export).
+
+Every rule comes from one stub line; see docs/stubs.md for the vocabulary.
+"""
+from __future__ import annotations
+
+import ast
+import pathlib
+from dataclasses import dataclass, field
+from typing import Iterable
+
+import libcst as cst
+
+from spmdcheck.lattice import AxisType, Linearity
+from spmdcheck.rules.model import (
+    CollectiveRule,
+    DimsRule,
+    MappingRule,
+    OpRule,
+    Param,
+    ParamRole,
+    RawCollectiveRule,
+    Returns,
+    Transition,
+)
+from spmdcheck.rules.typespec import parse_axis_type
+
+
+class StubError(Exception):
+    """A stub file that cannot be read; reported as SPMD005 with its location."""
+
+
+@dataclass
+class Registry:
+    rules: dict[str, OpRule] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+
+    def lookup(self, qualname: str) -> OpRule | None:
+        seen = 0
+        rule = self.rules.get(qualname)
+        while rule is not None and rule.alias_of is not None and seen < 16:
+            rule = self.rules.get(rule.alias_of)
+            seen += 1
+        if rule is None:
+            # a re-exporting package: `pkg.mod.f` where `pkg.mod` is an alias of `other`
+            head, _, tail = qualname.rpartition(".")
+            if head and head in self.rules and self.rules[head].alias_of:
+                return self.lookup(f"{self.rules[head].alias_of}.{tail}")
+        return rule
+
+    def resolve_alias(self, qualname: str) -> str:
+        seen = 0
+        while seen < 16:
+            rule = self.rules.get(qualname)
+            if rule is None or rule.alias_of is None:
+                head, _, tail = qualname.rpartition(".")
+                if head and head in self.rules and self.rules[head].alias_of:
+                    qualname = f"{self.rules[head].alias_of}.{tail}"
+                    seen += 1
+                    continue
+                return qualname
+            qualname = rule.alias_of
+            seen += 1
+        return qualname
+
+    def has_module(self, module: str) -> bool:
+        prefix = module + "."
+        return any(k.startswith(prefix) for k in self.rules)
+
+    def merge(self, other: "Registry") -> None:
+        self.rules.update(other.rules)
+        self.errors.extend(other.errors)
+
+
+def _literal(node: cst.BaseExpression, module: cst.Module) -> object:
+    code = module.code_for_node(node)
+    try:
+        return ast.literal_eval(code)
+    except (ValueError, SyntaxError) as exc:
+        raise StubError(f"decorator argument is not a literal: {code}") from exc
+
+
+def _decorator_parts(dec: cst.Decorator, module: cst.Module) -> tuple[str, list[object], dict[str, object]]:
+    node = dec.decorator
+    args: list[object] = []
+    kwargs: dict[str, object] = {}
+    if isinstance(node, cst.Call):
+        for arg in node.args:
+            value = _literal(arg.value, module)
+            if arg.keyword is not None:
+                kwargs[arg.keyword.value] = value
+            else:
+                args.append(value)
+        node = node.func
+    name = module.code_for_node(node).split(".")[-1]
+    return name, args, kwargs
+
+
+def _role(annotation: cst.Annotation | None, module: cst.Module) -> ParamRole:
+    if annotation is None:
+        return ParamRole.OTHER
+    text = module.code_for_node(annotation.annotation).replace(" ", "")
+    if "Tensor" in text and any(s in text for s in ("Sequence[", "list[", "List[", "tuple[", "Tuple[", "Iterable[")):
+        return ParamRole.TENSORS
+    if "Tensor" in text and any(s in text for s in ("Number", "float", "int", "complex")):
+        return ParamRole.TENSOR_OR_NUMBER
+    if "Tensor" in text and "ProcessGroup" not in text:
+        return ParamRole.TENSOR
+    return ParamRole.OTHER
+
+
+def _returns(annotation: cst.Annotation | None, module: cst.Module) -> Returns:
+    if annotation is None:
+        return Returns.TENSOR
+    text = module.code_for_node(annotation.annotation).replace(" ", "")
+    if text == "None":
+        return Returns.NONE
+    if "Tensor" in text and any(s in text for s in ("tuple[", "Tuple[", "list[", "List[", "Sequence[")):
+        return Returns.TENSORS
+    if text in ("Tensor", "Self") or text.endswith(".Tensor") or text.startswith("Tensor|"):
+        return Returns.TENSOR
+    return Returns.VALUE
+
+
+def _params(fn: cst.FunctionDef, module: cst.Module, is_method: bool) -> tuple[Param, ...]:
+    out: list[Param] = []
+    p = fn.params
+    plain = list(p.posonly_params) + list(p.params)
+    for i, param in enumerate(plain):
+        name = param.name.value
+        role = _role(param.annotation, module)
+        if is_method and i == 0:
+            role = ParamRole.TENSOR  # self
+        default, has_default = None, param.default is not None
+        if param.default is not None:
+            try:
+                default = ast.literal_eval(module.code_for_node(param.default))
+            except (ValueError, SyntaxError):
+                default = None
+        out.append(Param(name, role, True, param not in p.posonly_params, False, default, has_default))
+    if isinstance(p.star_arg, cst.Param):
+        out.append(Param(p.star_arg.name.value, _role(p.star_arg.annotation, module), True, False, True))
+    for param in p.kwonly_params:
+        default, has_default = None, param.default is not None
+        if param.default is not None:
+            try:
+                default = ast.literal_eval(module.code_for_node(param.default))
+            except (ValueError, SyntaxError):
+                default = None
+        out.append(Param(param.name.value, _role(param.annotation, module), False, True, False, default, has_default))
+    return tuple(out)
+
+
+def _letters(spec: str) -> frozenset[str]:
+    return frozenset(s.strip() for s in spec.split("|") if s.strip())
+
+
+def _transitions(spec: str) -> frozenset[Transition]:
+    out = set()
+    for item in spec.split():
+        src, _, dst = item.partition("->")
+        if not dst:
+            raise StubError(f"bad transition {item!r} (want SRC->DST)")
+        out.add(Transition(src.strip(), dst.strip()))
+    return frozenset(out)
+
+
+def _hints(spec: str) -> dict[Transition, str]:
+    hints: dict[Transition, str] = {}
+    for item in spec.split():
+        pair, _, hint = item.partition(":")
+        hints.update({t: hint for t in _transitions(pair)})
+    return hints
+
+
+def _apply_decorator(rule: OpRule, name: str, args: list[object], kwargs: dict[str, object]) -> None:
+    """One decorator -> fields of the rule. The whole stub vocabulary is here."""
+    if name == "linear":
+        rule.linearity = Linearity.LINEAR
+    elif name == "multilinear":
+        rule.linearity = Linearity.MULTILINEAR
+    elif name == "nonlinear":
+        rule.linearity = Linearity.NONLINEAR
+    elif name == "divisor":
+        rule.linearity = Linearity.MULTILINEAR
+        rule.divisors = tuple(str(a) for a in args)
+    elif name == "contraction":
+        rule.linearity = Linearity.MULTILINEAR
+        rule.contraction = str(args[0])
+        rule.bias = kwargs.get("bias")  # type: ignore[assignment]
+    elif name == "affine":
+        rule.linearity = Linearity.MULTILINEAR
+        rule.affine_bias = str(args[0])
+        rule.contraction = str(args[1]) if len(args) > 1 else None
+    elif name == "factory":
+        rule.factory = str(args[0]) if args else "deterministic"
+    elif name == "passthrough":
+        rule.passthrough = True
+        rule.returns = Returns.VALUE
+    elif name == "opaque":
+        rule.opaque = True
+    elif name == "grad":
+        rule.grad = str(args[0])
+    elif name == "dims":
+        rule.dims = DimsRule(str(args[0]), tuple(str(a) for a in args[1:]))
+    elif name == "inplace":
+        rule.inplace_param = str(args[0]) if args else "self"
+    elif name == "property":
+        rule.is_property = True
+    elif name == "collective":
+        op = str(args[0])
+        rule.collective = CollectiveRule(
+            op=op,
+            family="collective",
+            src=_letters(str(kwargs.get("src", ""))),
+            dst=_letters(str(kwargs.get("dst", ""))),
+            default_src=kwargs.get("default_src"),  # type: ignore[arg-type]
+            default_dst=kwargs.get("default_dst"),  # type: ignore[arg-type]
+            implicit_partial=bool(kwargs.get("implicit_partial", True)),
+            tensor_param=str(kwargs.get("tensor", "x")),
+            axis_param=str(kwargs.get("axis", "axis")),
+        )
+    elif name == "conversion":
+        allowed = str(kwargs.get("allowed", "*"))
+        rule.collective = CollectiveRule(
+            op=str(args[0]),
+            family="conversion",
+            allowed=None if allowed.strip() == "*" else _transitions(allowed),
+            expert=_transitions(str(kwargs.get("expert", ""))),
+            forbidden_hints=_hints(str(kwargs.get("hints", ""))),
+            default_src=kwargs.get("default_src"),  # type: ignore[arg-type]
+            default_dst=kwargs.get("default_dst"),  # type: ignore[arg-type]
+            implicit_partial=bool(kwargs.get("implicit_partial", False)),
+            tensor_param=str(kwargs.get("tensor", "x")),
+            axis_param=str(kwargs.get("axis", "axis")),
+        )
+    elif name == "raw_collective":
+        rule.raw = RawCollectiveRule(
+            src=_letters(str(kwargs.get("src", "*"))),
+            dst=_letters(str(kwargs.get("dst", "R"))),
+            input=str(kwargs.get("input", "tensor")),
+            output=kwargs.get("output"),  # type: ignore[arg-type]
+            mutates=bool(kwargs.get("mutates", kwargs.get("output") is None)),
+            group_param=str(kwargs.get("group", "group")),
+            differentiable=bool(kwargs.get("differentiable", False)),
+        )
+    elif name == "maps_to":
+        when = kwargs.get("when") or {}
+        if not isinstance(when, dict):
+            raise StubError("maps_to(when=...) must be a dict of parameter literals")
+        rule.mappings = rule.mappings + (
+            MappingRule(
+                op=str(args[0]),
+                src=parse_axis_type(str(kwargs["src"])),
+                dst=parse_axis_type(str(kwargs["dst"])),
+                axis=kwargs.get("axis"),  # type: ignore[arg-type]
+                group_param=kwargs.get("group", "group"),  # type: ignore[arg-type]
+                tensor_param=str(kwargs.get("tensor", "input_")),
+                when=tuple(sorted(when.items())),
+            ),
+        )
+    elif name == "process_group":
+        rule.process_group_axis = str(args[0])
+        rule.returns = Returns.VALUE
+    elif name == "mesh_factory":
+        rule.mesh_factory_names = str(kwargs.get("names", args[0] if args else "mesh_dim_names"))
+        rule.returns = Returns.VALUE
+    elif name == "mesh_group":
+        rule.mesh_group_param = str(kwargs.get("param", args[0] if args else "mesh_dim"))
+        rule.returns = Returns.VALUE
+    elif name == "spmd_api":
+        rule.spmd_api = str(args[0])
+    elif name == "context":
+        rule.context = str(args[0])
+    elif name in ("staticmethod", "classmethod", "overload"):
+        pass
+    else:
+        raise StubError(f"unknown stub decorator @{name}")
+
+
+def _load_function(fn: cst.FunctionDef, qualname: str, module: cst.Module, is_method: bool, where: str) -> OpRule:
+    rule = OpRule(qualname=qualname, source=where)
+    rule.params = _params(fn, module, is_method)
+    rule.returns = _returns(fn.returns, module)
+    # Decorators apply bottom-up, like Python's; later ones refine earlier ones.
+    for dec in reversed(fn.decorators):
+        name, args, kwargs = _decorator_parts(dec, module)
+        _apply_decorator(rule, name, args, kwargs)
+    short = qualname.rsplit(".", 1)[-1]
+    if rule.inplace_param is None and is_method and short.endswith("_") and not short.startswith("__"):
+        rule.inplace_param = rule.params[0].name if rule.params else "self"
+    if rule.inplace_param is None and is_method and short in _INPLACE_DUNDERS:
+        rule.inplace_param = rule.params[0].name if rule.params else "self"
+    return rule
+
+
+_INPLACE_DUNDERS = {
+    "__iadd__", "__isub__", "__imul__", "__itruediv__", "__ifloordiv__", "__imatmul__",
+    "__ipow__", "__iand__", "__ior__", "__ixor__", "__imod__", "__ilshift__", "__irshift__",
+}
+
+
+def module_name_for(path: pathlib.Path, root: pathlib.Path) -> str:
+    rel = path.relative_to(root).with_suffix("")
+    parts = list(rel.parts)
+    if parts and parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _resolve_relative(module: str, is_package: bool, level: int, target: str) -> str:
+    base = module.split(".") if module else []
+    if not is_package:
+        base = base[:-1]
+    if level > 1:
+        base = base[: len(base) - (level - 1)]
+    return ".".join([*base, target] if target else base)
+
+
+def load_stub_source(source: str, module_name: str, is_package: bool, where: str) -> Registry:
+    registry = Registry()
+    try:
+        module = cst.parse_module(source)
+    except cst.ParserSyntaxError as exc:
+        registry.errors.append(f"{where}: syntax error: {exc.message} (line {exc.raw_line})")
+        return registry
+
+    def add(rule: OpRule) -> None:
+        registry.rules[rule.qualname] = rule
+
+    for stmt in module.body:
+        try:
+            _load_statement(stmt, module, module_name, is_package, where, add)
+        except (StubError, KeyError, IndexError) as exc:
+            registry.errors.append(f"{where}: {exc}")
+    return registry
+
+
+def _load_statement(stmt, module, module_name, is_package, where, add) -> None:  # noqa: ANN001
+    if isinstance(stmt, cst.FunctionDef):
+        add(_load_function(stmt, f"{module_name}.{stmt.name.value}", module, False, where))
+    elif isinstance(stmt, cst.ClassDef):
+        cls = f"{module_name}.{stmt.name.value}"
+        add(OpRule(qualname=cls, returns=Returns.VALUE, opaque=True, source=where))
+        body = stmt.body.body if isinstance(stmt.body, cst.IndentedBlock) else ()
+        for item in body:
+            if isinstance(item, cst.FunctionDef):
+                add(_load_function(item, f"{cls}.{item.name.value}", module, True, where))
+            elif isinstance(item, cst.SimpleStatementLine):
+                for small in item.body:
+                    _load_small(small, module, cls, add, where)
+    elif isinstance(stmt, cst.SimpleStatementLine):
+        for small in stmt.body:
+            if isinstance(small, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar):
+                level = len(small.relative)
+                target = module.code_for_node(small.module) if small.module else ""
+                source_mod = _resolve_relative(module_name, is_package, level, target) if level else target
+                if source_mod.startswith("spmdcheck") or source_mod in ("typing", "typing_extensions", "__future__"):
+                    continue
+                for alias in small.names:
+                    name = module.code_for_node(alias.name)
+                    local = alias.asname.name.value if alias.asname else name  # type: ignore[union-attr]
+                    if f"{source_mod}.{name}" != f"{module_name}.{local}":
+                        add(OpRule(qualname=f"{module_name}.{local}", alias_of=f"{source_mod}.{name}", source=where))
+            else:
+                _load_small(small, module, module_name, add, where)
+
+
+def _load_small(small, module, prefix, add, where) -> None:  # noqa: ANN001
+    if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name):
+        text = module.code_for_node(small.annotation.annotation).replace(" ", "")
+        if text.startswith("LocalType["):
+            letter = ast.literal_eval(text[len("LocalType["):-1])
+            add(OpRule(qualname=f"{prefix}.{small.target.value}", const_type=str(letter),
+                       returns=Returns.VALUE, source=where))
+    elif isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
+        value = module.code_for_node(small.value)
+        if value.replace(".", "").replace("_", "").isalnum():
+            target = small.targets[0].target.value
+            full = value if "." in value else f"{prefix}.{value}"
+            add(OpRule(qualname=f"{prefix}.{target}", alias_of=full, source=where))
+
+
+def load_stub_dirs(dirs: Iterable[pathlib.Path]) -> Registry:
+    """Later directories override earlier ones rule by rule (users' stubs last)."""
+    registry = Registry()
+    for root in dirs:
+        if not root.is_dir():
+            registry.errors.append(f"{root}: stub path is not a directory")
+            continue
+        for path in sorted(root.rglob("*.pyi")):
+            name = module_name_for(path, root)
+            where = str(path)
+            try:
+                text = path.read_text(encoding="utf-8")
+            except OSError as exc:
+                registry.errors.append(f"{where}: {exc}")
+                continue
+            registry.merge(load_stub_source(text, name, path.name == "__init__.pyi", where))
+    return registry
+
+
+def axis_type_or_none(text: str | None) -> AxisType | None:
+    return parse_axis_type(text) if text else None
