@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from spmdcheck.analysis.context import Options
 from spmdcheck.analysis.driver import analyze_module
 from spmdcheck.diagnostics.render import Diagnostic, make, render
-from spmdcheck.frontend.source import ParseFailure, is_relevant, mesh_names_in, parse
+from spmdcheck.frontend.source import ParseFailure, is_relevant, mesh_names_in, parse, syntax_error
 from spmdcheck.rules.stubs import Registry, load_stub_dirs
 
 SHIPPED_STUBS_CANDIDATES = (
@@ -117,8 +117,12 @@ def check_file(path: str, settings: Settings, registry: Registry | None = None) 
         data = pathlib.Path(path).read_bytes()
     except OSError as exc:
         return FileResult(path, [make(path, "SPMD005", f"cannot read file: {exc.strerror}")])
-    if not is_relevant(data):
-        return FileResult(path, skipped=True)
+    if not is_relevant(data, bool(settings.mesh)):
+        failure = syntax_error(data)
+        if failure is None:
+            return FileResult(path, skipped=True)
+        return FileResult(path, [make(path, "SPMD001", f"syntax error: {failure.message}; the file was not checked",
+                                      failure.line, failure.column)])
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

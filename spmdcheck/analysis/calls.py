@@ -485,7 +485,13 @@ def parameter_values(interp: "Interpreter", fn: cst.FunctionDef, decor: Decorati
         else:
             value = given[0]
             if declared:
-                value = check_declared(interp, value, declared, given[1], "SPMD403", f"argument `{name}`")
+                checked = check_declared(interp, value, declared, given[1], "SPMD403", f"argument `{name}`")
+                # like mypy: past a reported mismatch, the body sees the declared type
+                if isinstance(checked, TensorValue):
+                    checked = TensorValue(SpmdType({**checked.type, **{a: t for a, t in declared.items()
+                                                                         if checked.type.get(a, t).kind is not t.kind}}),
+                                          checked.grad, checked.rank)
+                value = checked
         out.append((name, value))
     if isinstance(fn.params.star_arg, cst.Param):
         out.append((fn.params.star_arg.name.value, UNKNOWN))

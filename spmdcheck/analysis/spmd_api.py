@@ -122,17 +122,18 @@ def _types_from(interp: "Interpreter", values: list[tuple[Value, cst.CSTNode]], 
 def _statically_unknown(value: Value) -> bool:
     from spmdcheck.analysis.values import DictValue
 
+    from spmdcheck.analysis.values import Unknown
+
     if isinstance(value, DictValue):
-        return any(not isinstance(item, TypeValue) and not isinstance(item, Literal) for _, item, _ in value.items)
-    return not isinstance(value, (Literal, TypeValue))
+        return any(isinstance(item, Unknown) or isinstance(key, Unknown) for key, item, _ in value.items)
+    return isinstance(value, Unknown)
 
 
 def assert_type(interp: "Interpreter", rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
     if not args:
         return UNKNOWN
     _, target, target_node = args[0]
-    axes = _types_from(interp, [(v, n) for k, v, n in args[1:] if k is None or k == "partition_spec" and False],
-                       node)
+    axes = _types_from(interp, [(v, n) for k, v, n in args[1:] if k is None], node)
     if axes is None:
         return target
     return _apply_to(interp, target, target_node, lambda t: refine(interp, t, axes, node, "SPMD401", "assert_type"))

@@ -1,20 +1,37 @@
 """Reading a file: the cheap relevance scan, parsing, and the syntax-error diagnostic."""
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass
 
 import libcst as cst
 
-# A file that names none of these cannot hold anything spmdcheck checks.
-_RELEVANT = re.compile(rb"torch|spmd|megatron|dist\.|all_reduce|all_gather|reduce_scatter")
+# Types only enter a program through these spellings: annotations and the spmd_types API, Megatron
+# mappings, tensors that need grad (raw collectives on them), or torch factories under a configured mesh.
+# A file that names none of them cannot produce a diagnostic beyond a syntax error.
+_TYPE_SOURCES = re.compile(rb"spmd|Annotated\[|Local\[|requires_grad|Parameter|megatron")
+_TORCH = re.compile(rb"torch")
 _MESH_NAMES = re.compile(r"mesh_dim_names\s*=\s*[\(\[]([^\)\]]*)[\)\]]")
 _SET_MESH_KEYS = re.compile(r"set_current_mesh\(\s*\{([^}]*)\}")
 _STRING = re.compile(r"""["']([A-Za-z_][\w]*)["']""")
 
 
-def is_relevant(data: bytes) -> bool:
-    return _RELEVANT.search(data) is not None
+def is_relevant(data: bytes, mesh_configured: bool = False) -> bool:
+    if _TYPE_SOURCES.search(data) is not None:
+        return True
+    return mesh_configured and _TORCH.search(data) is not None
+
+
+def syntax_error(data: bytes) -> ParseFailure | None:
+    """The cheap check for files the analysis skips: CPython's parser, 10x faster than libcst."""
+    try:
+        ast.parse(data)
+    except SyntaxError as exc:
+        return ParseFailure(exc.msg, exc.lineno or 1, exc.offset or 1)
+    except (ValueError, RecursionError) as exc:
+        return ParseFailure(str(exc), 1, 1)
+    return None
 
 
 @dataclass
@@ -28,7 +45,15 @@ def parse(text: str) -> cst.Module | ParseFailure:
     try:
         return cst.parse_module(text)
     except cst.ParserSyntaxError as exc:
-        return ParseFailure(exc.message, exc.raw_line, exc.raw_column + 1)
+        # libcst's raw_line can point one line past the error; CPython's parser knows the line
+        line, column = exc.raw_line, exc.raw_column + 1
+        try:
+            ast.parse(text)
+        except SyntaxError as py_exc:
+            line, column = py_exc.lineno or line, py_exc.offset or column
+        except (ValueError, RecursionError):
+            pass
+        return ParseFailure(exc.message, line, column)
     except (RecursionError, ValueError) as exc:  # pathological input: still a diagnostic, not a crash
         return ParseFailure(str(exc), 1, 1)
 

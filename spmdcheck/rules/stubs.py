@@ -339,7 +339,7 @@ def load_stub_source(source: str, module_name: str, is_package: bool, where: str
     for stmt in module.body:
         try:
             _load_statement(stmt, module, module_name, is_package, where, add)
-        except (StubError, KeyError, IndexError) as exc:
+        except (StubError, KeyError, IndexError, ValueError, SyntaxError, TypeError) as exc:
             registry.errors.append(f"{where}: {exc}")
     return registry
 

@@ -1,4 +1,5 @@
 """spmdcheck rules for `spmd_types.runtime` (re-exports of the package API)."""
+
 from . import assert_local_type as assert_local_type
 from . import assert_local_type_like as assert_local_type_like
 from . import assert_type as assert_type

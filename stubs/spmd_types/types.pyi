@@ -1,27 +1,25 @@
 """spmdcheck rules for `spmd_types.types` (read with libcst, never imported)."""
+
 from typing import Any
 
 from spmdcheck.annotations import LocalType, spmd_api
 
-R: LocalType["R"]
-I: LocalType["I"]  # noqa: E741
-V: LocalType["V"]
-P: LocalType["P"]
+R: LocalType["R"]  # noqa: UP037
+I: LocalType["I"]  # noqa: UP037
+V: LocalType["V"]  # noqa: UP037
+P: LocalType["P"]  # noqa: UP037
 
 Replicate = R
 Invariant = I
 Varying = V
 Partial = P
 
-
 # `S(i)`: V on the axis, and the global tensor is the concatenation of the
 # local ones along tensor dim `i`.
 @spmd_api("shard_type")
 def S(dim: int) -> Any: ...
 
-
 Shard = S
-
 
 class PartitionSpec: ...
 class SpmdType: ...

@@ -1,4 +1,5 @@
 """spmdcheck rules for `megatron.core` (package re-exports)."""
+
 from . import parallel_state as parallel_state
 from . import tensor_parallel as tensor_parallel
 

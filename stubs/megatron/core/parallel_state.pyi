@@ -4,17 +4,20 @@ Group getters return the process group of one mesh axis. Axis names:
 tp, dp, cp, pp, ep, and for expert layers etp (expert tensor parallel) and
 edp (expert data parallel). Sizes and ranks are untyped Python ints.
 """
+
 from torch.distributed import ProcessGroup
 
 from spmdcheck.annotations import passthrough, process_group
 
-
 @process_group("tp")
 def get_tensor_model_parallel_group(check_initialized: bool = True) -> ProcessGroup: ...
+
 # `with_context_parallel=True` returns the flattened dp x cp group, which one
 # axis name cannot describe; the stub always says "dp".
 @process_group("dp")
-def get_data_parallel_group(with_context_parallel: bool = False, partial_data_parallel: bool = False, independent_all_gather: bool = False) -> ProcessGroup: ...
+def get_data_parallel_group(
+    with_context_parallel: bool = False, partial_data_parallel: bool = False, independent_all_gather: bool = False
+) -> ProcessGroup: ...
 @process_group("cp")
 def get_context_parallel_group(check_initialized: bool = True) -> ProcessGroup: ...
 @process_group("pp")
@@ -24,8 +27,9 @@ def get_expert_model_parallel_group(check_initialized: bool = True) -> ProcessGr
 @process_group("etp")
 def get_expert_tensor_parallel_group(check_initialized: bool = True) -> ProcessGroup: ...
 @process_group("edp")
-def get_expert_data_parallel_group(check_initialized: bool = True, partial_expert_data_parallel: bool = False) -> ProcessGroup: ...
-
+def get_expert_data_parallel_group(
+    check_initialized: bool = True, partial_expert_data_parallel: bool = False
+) -> ProcessGroup: ...
 @passthrough
 def is_initialized() -> bool: ...
 @passthrough

@@ -15,22 +15,18 @@ their result R (not I).
 `group` is a ProcessGroup, a DeviceMesh, a (DeviceMesh, dim) pair or a rank
 list.
 """
+
 from typing import Any
 
 from torch import Tensor
 
 from spmdcheck.annotations import dims, linear, raw_collective
 
-
 @linear
 @dims("keep")
 def wait_tensor(tensor: Tensor) -> Tensor: ...
-
-
 @raw_collective(src="P", dst="R", input="self", output=None, mutates=False, differentiable=True)
 def all_reduce(self: Tensor, reduceOp: str, group: Any, tag: str = "") -> Tensor: ...
-
-
 @raw_collective(src="V", dst="R", input="self", output=None, mutates=False, differentiable=True)
 def all_gather_single(self: Tensor, gather_dim: int, group: Any, tag: str = "") -> Tensor: ...
 @raw_collective(src="V", dst="R", input="self", output=None, mutates=False, differentiable=True)
@@ -39,23 +35,26 @@ def all_gather_single_autograd(self: Tensor, gather_dim: int, group: Any, tag: s
 def all_gather_tensor(self: Tensor, gather_dim: int, group: Any, tag: str = "") -> Tensor: ...
 @raw_collective(src="V", dst="R", input="self", output=None, mutates=False, differentiable=True)
 def all_gather_tensor_autograd(self: Tensor, gather_dim: int, group: Any, tag: str = "") -> Tensor: ...
-
-
 @raw_collective(src="P", dst="V", input="self", output=None, mutates=False, differentiable=True)
 def reduce_scatter_single(self: Tensor, reduceOp: str, scatter_dim: int, group: Any, tag: str = "") -> Tensor: ...
 @raw_collective(src="P", dst="V", input="self", output=None, mutates=False, differentiable=True)
-def reduce_scatter_single_autograd(self: Tensor, reduceOp: str, scatter_dim: int, group: Any, tag: str = "") -> Tensor: ...
+def reduce_scatter_single_autograd(
+    self: Tensor, reduceOp: str, scatter_dim: int, group: Any, tag: str = ""
+) -> Tensor: ...
 @raw_collective(src="P", dst="V", input="self", output=None, mutates=False, differentiable=True)
 def reduce_scatter_tensor(self: Tensor, reduceOp: str, scatter_dim: int, group: Any, tag: str = "") -> Tensor: ...
 @raw_collective(src="P", dst="V", input="self", output=None, mutates=False, differentiable=True)
-def reduce_scatter_tensor_autograd(self: Tensor, reduceOp: str, scatter_dim: int, group: Any, tag: str = "") -> Tensor: ...
-
-
+def reduce_scatter_tensor_autograd(
+    self: Tensor, reduceOp: str, scatter_dim: int, group: Any, tag: str = ""
+) -> Tensor: ...
 @raw_collective(src="V", dst="V", input="self", output=None, mutates=False, differentiable=True)
-def all_to_all_single(self: Tensor, output_split_sizes: list[int] | None, input_split_sizes: list[int] | None, group: Any, tag: str = "") -> Tensor: ...
+def all_to_all_single(
+    self: Tensor, output_split_sizes: list[int] | None, input_split_sizes: list[int] | None, group: Any, tag: str = ""
+) -> Tensor: ...
 @raw_collective(src="V", dst="V", input="self", output=None, mutates=False, differentiable=True)
-def all_to_all_single_autograd(self: Tensor, output_split_sizes: list[int] | None, input_split_sizes: list[int] | None, group: Any, tag: str = "") -> Tensor: ...
-
+def all_to_all_single_autograd(
+    self: Tensor, output_split_sizes: list[int] | None, input_split_sizes: list[int] | None, group: Any, tag: str = ""
+) -> Tensor: ...
 
 # No autograd formula is registered for `_c10d_functional::broadcast`.
 @raw_collective(src="*", dst="R", input="self", output=None, mutates=False)

@@ -1,14 +1,19 @@
 """spmdcheck rules for `torch.distributed.device_mesh` (read with libcst, never imported)."""
+
 from typing import Any
 
 from torch.distributed import ProcessGroup
 
 from spmdcheck.annotations import mesh_factory, mesh_group, passthrough
 
-
 @mesh_factory(names="mesh_dim_names")
-def init_device_mesh(device_type: str, mesh_shape: tuple[int, ...], *, mesh_dim_names: tuple[str, ...] | None = None, backend_override: Any = None) -> DeviceMesh: ...
-
+def init_device_mesh(
+    device_type: str,
+    mesh_shape: tuple[int, ...],
+    *,
+    mesh_dim_names: tuple[str, ...] | None = None,
+    backend_override: Any = None,
+) -> DeviceMesh: ...
 
 class DeviceMesh:
     @mesh_group(param="mesh_dim")

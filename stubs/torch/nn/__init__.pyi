@@ -1,10 +1,10 @@
 """spmdcheck rules for `torch.nn` (read with libcst, never imported; docs/stubs.md)."""
+
 from torch import Tensor
 
 from spmdcheck.annotations import grad, linear
 
 from . import functional as functional
-
 
 # `nn.Parameter(t)` wraps `t` without changing its value: linear, and it
 # receives gradients. Written as a function so that the call is typed.

@@ -7,12 +7,12 @@ NONLINEAR; elementwise ops keep a tracked shard dim, ops that normalise or
 reduce over dims drop it (plain V), `softmax`/`log_softmax`/`normalize` drop
 it only when `dim` is the sharded dim.
 """
-from typing import Any, Sequence
+
+from typing import Any, Sequence  # noqa: UP035 (collections.abc would become a stub alias)
 
 from torch import Tensor
 
 from spmdcheck.annotations import contraction, dims, nonlinear
-
 
 @contraction("linear", bias="bias")
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor: ...
@@ -60,26 +60,86 @@ def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -
 
 # ----- normalisations (statistics over dims: shard dropped) -----------------
 @nonlinear
-def layer_norm(input: Tensor, normalized_shape: Sequence[int], weight: Tensor | None = None, bias: Tensor | None = None, eps: float = 1e-05) -> Tensor: ...
+def layer_norm(
+    input: Tensor,
+    normalized_shape: Sequence[int],
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    eps: float = 1e-05,
+) -> Tensor: ...
 @nonlinear
-def rms_norm(input: Tensor, normalized_shape: Sequence[int], weight: Tensor | None = None, eps: float | None = None) -> Tensor: ...
+def rms_norm(
+    input: Tensor, normalized_shape: Sequence[int], weight: Tensor | None = None, eps: float | None = None
+) -> Tensor: ...
 @nonlinear
-def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None, bias: Tensor | None = None, eps: float = 1e-05) -> Tensor: ...
+def group_norm(
+    input: Tensor, num_groups: int, weight: Tensor | None = None, bias: Tensor | None = None, eps: float = 1e-05
+) -> Tensor: ...
 @nonlinear
-def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor | None, weight: Tensor | None = None, bias: Tensor | None = None, training: bool = False, momentum: float = 0.1, eps: float = 1e-05) -> Tensor: ...
+def batch_norm(
+    input: Tensor,
+    running_mean: Tensor | None,
+    running_var: Tensor | None,
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    training: bool = False,
+    momentum: float = 0.1,
+    eps: float = 1e-05,
+) -> Tensor: ...
 
 # ----- losses -----------------------------------------------------------------
 @nonlinear
-def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average: bool | None = None, ignore_index: int = -100, reduce: bool | None = None, reduction: str = "mean", label_smoothing: float = 0.0) -> Tensor: ...
+def cross_entropy(
+    input: Tensor,
+    target: Tensor,
+    weight: Tensor | None = None,
+    size_average: bool | None = None,
+    ignore_index: int = -100,
+    reduce: bool | None = None,
+    reduction: str = "mean",
+    label_smoothing: float = 0.0,
+) -> Tensor: ...
 @nonlinear
-def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average: bool | None = None, ignore_index: int = -100, reduce: bool | None = None, reduction: str = "mean") -> Tensor: ...
+def nll_loss(
+    input: Tensor,
+    target: Tensor,
+    weight: Tensor | None = None,
+    size_average: bool | None = None,
+    ignore_index: int = -100,
+    reduce: bool | None = None,
+    reduction: str = "mean",
+) -> Tensor: ...
 @nonlinear
-def mse_loss(input: Tensor, target: Tensor, size_average: bool | None = None, reduce: bool | None = None, reduction: str = "mean", weight: Tensor | None = None) -> Tensor: ...
+def mse_loss(
+    input: Tensor,
+    target: Tensor,
+    size_average: bool | None = None,
+    reduce: bool | None = None,
+    reduction: str = "mean",
+    weight: Tensor | None = None,
+) -> Tensor: ...
 
 # ----- others -----------------------------------------------------------------
 @nonlinear
-def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None, max_norm: float | None = None, norm_type: float = 2.0, scale_grad_by_freq: bool = False, sparse: bool = False) -> Tensor: ...
+def embedding(
+    input: Tensor,
+    weight: Tensor,
+    padding_idx: int | None = None,
+    max_norm: float | None = None,
+    norm_type: float = 2.0,
+    scale_grad_by_freq: bool = False,
+    sparse: bool = False,
+) -> Tensor: ...
 @nonlinear
-def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None, dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None, enable_gqa: bool = False) -> Tensor: ...
+def scaled_dot_product_attention(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attn_mask: Tensor | None = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    scale: float | None = None,
+    enable_gqa: bool = False,
+) -> Tensor: ...
 @nonlinear
 def pad(input: Tensor, pad: Sequence[int], mode: str = "constant", value: float | None = None) -> Tensor: ...

@@ -1,4 +1,5 @@
 """spmdcheck rules for `megatron.core.tensor_parallel` (re-exports of `.mappings`)."""
+
 from .mappings import all_gather_last_dim_from_tensor_parallel_region as all_gather_last_dim_from_tensor_parallel_region
 from .mappings import all_to_all as all_to_all
 from .mappings import all_to_all_hp2sp as all_to_all_hp2sp
@@ -7,7 +8,9 @@ from .mappings import copy_to_tensor_model_parallel_region as copy_to_tensor_mod
 from .mappings import gather_from_sequence_parallel_region as gather_from_sequence_parallel_region
 from .mappings import gather_from_tensor_model_parallel_region as gather_from_tensor_model_parallel_region
 from .mappings import reduce_from_tensor_model_parallel_region as reduce_from_tensor_model_parallel_region
-from .mappings import reduce_scatter_last_dim_to_tensor_parallel_region as reduce_scatter_last_dim_to_tensor_parallel_region
+from .mappings import (
+    reduce_scatter_last_dim_to_tensor_parallel_region as reduce_scatter_last_dim_to_tensor_parallel_region,
+)
 from .mappings import reduce_scatter_to_sequence_parallel_region as reduce_scatter_to_sequence_parallel_region
 from .mappings import scatter_to_sequence_parallel_region as scatter_to_sequence_parallel_region
 from .mappings import scatter_to_tensor_model_parallel_region as scatter_to_tensor_model_parallel_region

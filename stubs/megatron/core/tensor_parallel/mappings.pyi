@@ -19,7 +19,6 @@ from torch.distributed import ProcessGroup
 
 from spmdcheck.annotations import maps_to
 
-
 # forward identity, backward all-reduce
 @maps_to("convert", axis="tp", src="I", dst="R")
 def copy_to_tensor_model_parallel_region(input_: Tensor, group: ProcessGroup | None = None) -> Tensor: ...
@@ -44,11 +43,22 @@ def scatter_to_sequence_parallel_region(input_: Tensor, group: ProcessGroup | No
 # (tensor_parallel_output_grad=False)
 @maps_to("all_gather", axis="tp", src="S(0)", dst="R")
 @maps_to("all_gather", axis="tp", src="S(0)", dst="I", when={"tensor_parallel_output_grad": False})
-def gather_from_sequence_parallel_region(input_: Tensor, tensor_parallel_output_grad: bool = True, group: ProcessGroup | None = None, output_split_sizes: list[int] | None = None, use_global_buffer: bool = False) -> Tensor: ...
+def gather_from_sequence_parallel_region(
+    input_: Tensor,
+    tensor_parallel_output_grad: bool = True,
+    group: ProcessGroup | None = None,
+    output_split_sizes: list[int] | None = None,
+    use_global_buffer: bool = False,
+) -> Tensor: ...
 
 # forward reduce-scatter (first dim), backward all-gather
 @maps_to("reduce_scatter", axis="tp", src="P", dst="S(0)")
-def reduce_scatter_to_sequence_parallel_region(input_: Tensor, group: ProcessGroup | None = None, input_split_sizes: list[int] | None = None, use_global_buffer: bool = False) -> Tensor: ...
+def reduce_scatter_to_sequence_parallel_region(
+    input_: Tensor,
+    group: ProcessGroup | None = None,
+    input_split_sizes: list[int] | None = None,
+    use_global_buffer: bool = False,
+) -> Tensor: ...
 
 # forward all-gather (last dim), backward reduce-scatter
 @maps_to("all_gather", axis="tp", src="S(-1)", dst="R")
@@ -60,7 +70,12 @@ def reduce_scatter_last_dim_to_tensor_parallel_region(input_: Tensor, group: Pro
 
 # all-to-all both ways; the group is required (first positional argument)
 @maps_to("all_to_all", axis=None, src="V", dst="V")
-def all_to_all(group: ProcessGroup, input_: Tensor, output_split_sizes_: list[int] | None = None, input_split_sizes: list[int] | None = None) -> Tensor: ...
+def all_to_all(
+    group: ProcessGroup,
+    input_: Tensor,
+    output_split_sizes_: list[int] | None = None,
+    input_split_sizes: list[int] | None = None,
+) -> Tensor: ...
 
 # [tokens/TP, H] -> [tokens, H/TP] on the tp group (input flattened to 2-D first)
 @maps_to("all_to_all", axis="tp", src="S(0)", dst="S(-1)")

@@ -1,4 +1,5 @@
 """spmdcheck rules for `torch.distributed.nn` (re-exports `.functional`, as torch does)."""
+
 from .functional import all_gather as all_gather
 from .functional import all_reduce as all_reduce
 from .functional import all_to_all as all_to_all

@@ -5,6 +5,7 @@ copy the input, run the in-place collective, and define a backward).
 `group` defaults to the world group; when it is not passed the axis is the
 one spmdcheck associates with the default group.
 """
+
 from typing import Any
 
 from torch import Tensor
@@ -18,7 +19,13 @@ def all_reduce(tensor: Tensor, op: Any = ..., group: Any = None) -> Tensor: ...
 
 # Forward: all_to_all into `output` (returned); backward: all_to_all back.
 @maps_to("all_to_all", axis=None, src="V", dst="V", group="group", tensor="input")
-def all_to_all_single(output: Tensor, input: Tensor, output_split_sizes: list[int] | None = None, input_split_sizes: list[int] | None = None, group: Any = None) -> Tensor: ...
+def all_to_all_single(
+    output: Tensor,
+    input: Tensor,
+    output_split_sizes: list[int] | None = None,
+    input_split_sizes: list[int] | None = None,
+    group: Any = None,
+) -> Tensor: ...
 
 # Forward: every rank gets `src`'s data; backward: gradients summed onto
 # `src` (zero elsewhere), which is the correct gradient for any input type.
@@ -38,6 +45,7 @@ def all_gather(tensor: Tensor, group: Any = None) -> tuple[Tensor, ...]: ...
 # The input is a list (one tensor per rank): no mapping in the vocabulary.
 @opaque
 def reduce_scatter(output: Tensor, input_list: list[Tensor], op: Any = ..., group: Any = None) -> Tensor: ...
-
 @opaque
-def all_to_all(output_tensor_list: list[Tensor], input_tensor_list: list[Tensor], group: Any = None) -> tuple[Tensor, ...]: ...
+def all_to_all(
+    output_tensor_list: list[Tensor], input_tensor_list: list[Tensor], group: Any = None
+) -> tuple[Tensor, ...]: ...
