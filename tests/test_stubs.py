@@ -4,8 +4,10 @@ Linearity tables: shared/reference/type_system.md section 2.5 (spmd_types 0.3.1
 `_OP_REGISTRY`) with the project's overrides (reference README, decision 1).
 Collectives/conversions: sections 3.2-3.4 and 3.7; Megatron: section 6.
 """
+
 from __future__ import annotations
 
+import importlib
 import pathlib
 
 import pytest
@@ -42,30 +44,79 @@ def test_stubs_load_without_errors(registry: Registry) -> None:
 # (name, has a torch.X function form)
 LINEAR_OPS = [
     # add / subtract
-    ("add", True), ("sub", True), ("subtract", True),
+    ("add", True),
+    ("sub", True),
+    ("subtract", True),
     # sign
-    ("neg", True), ("negative", True), ("positive", True),
+    ("neg", True),
+    ("negative", True),
+    ("positive", True),
     # copy
-    ("clone", True), ("detach", True), ("detach_", True),
+    ("clone", True),
+    ("detach", True),
+    ("detach_", True),
     # reductions
-    ("sum", True), ("mean", True), ("nansum", True), ("nanmean", True), ("cumsum", True),
+    ("sum", True),
+    ("mean", True),
+    ("nansum", True),
+    ("nanmean", True),
+    ("cumsum", True),
     # views / reshapes
-    ("reshape", True), ("view", False), ("view_as", False), ("flatten", True), ("unflatten", True),
-    ("ravel", True), ("squeeze", True), ("squeeze_", False), ("unsqueeze", True), ("unsqueeze_", False),
-    ("contiguous", False), ("expand", False), ("expand_as", False), ("broadcast_to", True), ("unfold", False),
+    ("reshape", True),
+    ("view", False),
+    ("view_as", False),
+    ("flatten", True),
+    ("unflatten", True),
+    ("ravel", True),
+    ("squeeze", True),
+    ("squeeze_", False),
+    ("unsqueeze", True),
+    ("unsqueeze_", False),
+    ("contiguous", False),
+    ("expand", False),
+    ("expand_as", False),
+    ("broadcast_to", True),
+    ("unfold", False),
     # transposes
-    ("transpose", True), ("transpose_", False), ("t", True), ("t_", False), ("permute", True),
-    ("movedim", True), ("moveaxis", True), ("swapaxes", True), ("swapdims", True),
+    ("transpose", True),
+    ("transpose_", False),
+    ("t", True),
+    ("t_", False),
+    ("permute", True),
+    ("movedim", True),
+    ("moveaxis", True),
+    ("swapaxes", True),
+    ("swapdims", True),
     # selection / slicing
-    ("narrow", True), ("select", True), ("index_select", True), ("gather", True), ("split", True),
-    ("chunk", True), ("unbind", True), ("diagonal", True),
+    ("narrow", True),
+    ("select", True),
+    ("index_select", True),
+    ("gather", True),
+    ("split", True),
+    ("chunk", True),
+    ("unbind", True),
+    ("diagonal", True),
     # reordering / repetition
-    ("flip", True), ("fliplr", True), ("flipud", True), ("roll", True), ("repeat", False), ("tile", True),
+    ("flip", True),
+    ("fliplr", True),
+    ("flipud", True),
+    ("roll", True),
+    ("repeat", False),
+    ("tile", True),
     ("repeat_interleave", True),
 ]
 LINEAR_METHOD_ONLY = [
-    "add_", "__add__", "__radd__", "__iadd__", "sub_", "__sub__", "__rsub__", "__isub__",
-    "neg_", "negative_", "__neg__",
+    "add_",
+    "__add__",
+    "__radd__",
+    "__iadd__",
+    "sub_",
+    "__sub__",
+    "__rsub__",
+    "__isub__",
+    "neg_",
+    "negative_",
+    "__neg__",
 ]
 CONCAT_OPS = ["cat", "concat", "concatenate", "stack", "hstack", "vstack", "dstack", "column_stack", "row_stack"]
 LINEAR_PROPERTIES = ["T", "mT", "H", "mH", "real", "imag"]
@@ -105,6 +156,15 @@ def test_linear_properties(registry: Registry, name: str) -> None:
     assert r.dims.name == ("keep" if name in ("real", "imag") else "T")
 
 
+def test_index_tensors_are_operands(registry: Registry) -> None:
+    getitem = rule(registry, "torch.Tensor.__getitem__")
+    assert getitem.params[1].variadic and getitem.params[1].role is ParamRole.TENSOR
+    for q in ("torch.index_select", "torch.gather", "torch.Tensor.masked_fill"):
+        r = rule(registry, q)
+        name = "mask" if "masked" in q else "index"
+        assert r.param(name).role is ParamRole.TENSOR, q
+
+
 def test_add_counts_numbers_mul_ignores_them(registry: Registry) -> None:
     for q in ("torch.add", "torch.Tensor.add", "torch.Tensor.__radd__", "torch.Tensor.__rsub__", "torch.sub"):
         assert rule(registry, q).param("other").role is ParamRole.TENSOR_OR_NUMBER, q
@@ -139,8 +199,21 @@ def test_detach_and_grad(registry: Registry) -> None:
 # ---------------------------------------------------------------- section 2.5: MULTILINEAR
 
 MULTILINEAR_FUNCS = ["mul", "multiply", "matmul", "mm", "bmm", "einsum", "dot", "mv"]
-MULTILINEAR_METHODS = ["mul", "mul_", "multiply", "__mul__", "__rmul__", "__imul__", "matmul", "mm", "bmm", "dot",
-                       "mv", "__matmul__", "__rmatmul__"]
+MULTILINEAR_METHODS = [
+    "mul",
+    "mul_",
+    "multiply",
+    "__mul__",
+    "__rmul__",
+    "__imul__",
+    "matmul",
+    "mm",
+    "bmm",
+    "dot",
+    "mv",
+    "__matmul__",
+    "__rmatmul__",
+]
 
 
 @pytest.mark.parametrize("name", MULTILINEAR_FUNCS)
@@ -153,11 +226,21 @@ def test_multilinear_methods(registry: Registry, name: str) -> None:
     assert rule(registry, f"torch.Tensor.{name}").linearity is MULTILINEAR
 
 
-@pytest.mark.parametrize("qualname,equation", [
-    ("torch.matmul", "matmul"), ("torch.Tensor.matmul", "matmul"), ("torch.Tensor.__matmul__", "matmul"),
-    ("torch.einsum", "einsum"), ("torch.mm", "mk,kn->mn"), ("torch.Tensor.mm", "mk,kn->mn"),
-    ("torch.bmm", "bmk,bkn->bmn"), ("torch.mv", "mk,k->m"), ("torch.dot", "k,k->"), ("torch.outer", "i,j->ij"),
-])
+@pytest.mark.parametrize(
+    "qualname,equation",
+    [
+        ("torch.matmul", "matmul"),
+        ("torch.Tensor.matmul", "matmul"),
+        ("torch.Tensor.__matmul__", "matmul"),
+        ("torch.einsum", "einsum"),
+        ("torch.mm", "mk,kn->mn"),
+        ("torch.Tensor.mm", "mk,kn->mn"),
+        ("torch.bmm", "bmk,bkn->bmn"),
+        ("torch.mv", "mk,k->m"),
+        ("torch.dot", "k,k->"),
+        ("torch.outer", "i,j->ij"),
+    ],
+)
 def test_contractions(registry: Registry, qualname: str, equation: str) -> None:
     r = rule(registry, qualname)
     assert r.linearity is MULTILINEAR
@@ -171,12 +254,21 @@ def test_einsum_reads_equation_then_operands(registry: Registry) -> None:
     assert r.params[1].variadic and r.params[1].role is ParamRole.TENSOR
 
 
-@pytest.mark.parametrize("qualname,divisor", [
-    ("torch.div", "other"), ("torch.divide", "other"), ("torch.true_divide", "other"),
-    ("torch.Tensor.div", "other"), ("torch.Tensor.div_", "other"), ("torch.Tensor.divide", "other"),
-    ("torch.Tensor.true_divide", "other"), ("torch.Tensor.__truediv__", "other"),
-    ("torch.Tensor.__itruediv__", "other"), ("torch.Tensor.__rtruediv__", "self"),
-])
+@pytest.mark.parametrize(
+    "qualname,divisor",
+    [
+        ("torch.div", "other"),
+        ("torch.divide", "other"),
+        ("torch.true_divide", "other"),
+        ("torch.Tensor.div", "other"),
+        ("torch.Tensor.div_", "other"),
+        ("torch.Tensor.divide", "other"),
+        ("torch.Tensor.true_divide", "other"),
+        ("torch.Tensor.__truediv__", "other"),
+        ("torch.Tensor.__itruediv__", "other"),
+        ("torch.Tensor.__rtruediv__", "self"),
+    ],
+)
 def test_division(registry: Registry, qualname: str, divisor: str) -> None:
     r = rule(registry, qualname)
     assert r.linearity is MULTILINEAR
@@ -184,10 +276,16 @@ def test_division(registry: Registry, qualname: str, divisor: str) -> None:
     assert r.param("other").role is ParamRole.TENSOR_OR_NUMBER  # P / 2 -> P, 2 / P -> error
 
 
-@pytest.mark.parametrize("name,equation", [
-    ("addmm", "mk,kn->mn"), ("addmv", "mk,k->m"), ("addbmm", "bmk,bkn->mn"), ("baddbmm", "bmk,bkn->bmn"),
-    ("addr", "i,j->ij"),
-])
+@pytest.mark.parametrize(
+    "name,equation",
+    [
+        ("addmm", "mk,kn->mn"),
+        ("addmv", "mk,k->m"),
+        ("addbmm", "bmk,bkn->mn"),
+        ("baddbmm", "bmk,bkn->bmn"),
+        ("addr", "i,j->ij"),
+    ],
+)
 def test_affine_compounds(registry: Registry, name: str, equation: str) -> None:
     f = rule(registry, f"torch.{name}")
     assert f.linearity is MULTILINEAR and f.affine_bias == "input" and f.contraction == equation
@@ -197,9 +295,28 @@ def test_affine_compounds(registry: Registry, name: str, equation: str) -> None:
 
 # ---------------------------------------------------------------- in place, dunders, nonlinear
 
-@pytest.mark.parametrize("name", ["add_", "sub_", "mul_", "div_", "__iadd__", "__isub__", "__imul__",
-                                  "__itruediv__", "squeeze_", "unsqueeze_", "transpose_", "t_", "masked_fill_",
-                                  "copy_", "zero_", "addmm_"])
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "add_",
+        "sub_",
+        "mul_",
+        "div_",
+        "__iadd__",
+        "__isub__",
+        "__imul__",
+        "__itruediv__",
+        "squeeze_",
+        "unsqueeze_",
+        "transpose_",
+        "t_",
+        "masked_fill_",
+        "copy_",
+        "zero_",
+        "addmm_",
+    ],
+)
 def test_inplace_methods_mutate_self(registry: Registry, name: str) -> None:
     assert rule(registry, f"torch.Tensor.{name}").inplace_param == "self"
 
@@ -210,14 +327,48 @@ def test_out_is_a_keyword_never_an_operand(registry: Registry) -> None:
         assert out is not None and out.keyword and not out.positional, q
 
 
-@pytest.mark.parametrize("qualname", [
-    "torch.exp", "torch.log", "torch.sqrt", "torch.rsqrt", "torch.abs", "torch.pow", "torch.relu", "torch.sigmoid",
-    "torch.tanh", "torch.sin", "torch.cos", "torch.clamp", "torch.clip", "torch.where", "torch.maximum",
-    "torch.minimum", "torch.masked_fill", "torch.softmax", "torch.log_softmax", "torch.gt", "torch.lt", "torch.ge",
-    "torch.le", "torch.eq", "torch.ne", "torch.erf", "torch.square", "torch.reciprocal", "torch.sign",
-    "torch.Tensor.exp", "torch.Tensor.pow", "torch.Tensor.masked_fill", "torch.Tensor.__pow__",
-    "torch.Tensor.__gt__", "torch.Tensor.__lt__", "torch.Tensor.__eq__", "torch.Tensor.__ne__",
-])
+@pytest.mark.parametrize(
+    "qualname",
+    [
+        "torch.exp",
+        "torch.log",
+        "torch.sqrt",
+        "torch.rsqrt",
+        "torch.abs",
+        "torch.pow",
+        "torch.relu",
+        "torch.sigmoid",
+        "torch.tanh",
+        "torch.sin",
+        "torch.cos",
+        "torch.clamp",
+        "torch.clip",
+        "torch.where",
+        "torch.maximum",
+        "torch.minimum",
+        "torch.masked_fill",
+        "torch.softmax",
+        "torch.log_softmax",
+        "torch.gt",
+        "torch.lt",
+        "torch.ge",
+        "torch.le",
+        "torch.eq",
+        "torch.ne",
+        "torch.erf",
+        "torch.square",
+        "torch.reciprocal",
+        "torch.sign",
+        "torch.Tensor.exp",
+        "torch.Tensor.pow",
+        "torch.Tensor.masked_fill",
+        "torch.Tensor.__pow__",
+        "torch.Tensor.__gt__",
+        "torch.Tensor.__lt__",
+        "torch.Tensor.__eq__",
+        "torch.Tensor.__ne__",
+    ],
+)
 def test_elementwise_nonlinear(registry: Registry, qualname: str) -> None:
     r = rule(registry, qualname)
     assert r.linearity is NONLINEAR
@@ -239,14 +390,23 @@ def test_unlisted_ops_are_nonlinear(registry: Registry) -> None:
 
 # ---------------------------------------------------------------- section 2.6: factories
 
-@pytest.mark.parametrize("qualname,kind", [
-    *[(f"torch.{n}", "deterministic") for n in
-      ("zeros", "ones", "full", "arange", "linspace", "logspace", "eye", "tensor", "as_tensor")],
-    *[(f"torch.{n}", "random") for n in ("randn", "rand", "randint", "empty", "randperm", "normal")],
-    *[(f"torch.{n}", "like") for n in
-      ("zeros_like", "ones_like", "full_like", "randn_like", "rand_like", "empty_like")],
-    *[(f"torch.Tensor.{n}", "new") for n in ("new_zeros", "new_ones", "new_full", "new_empty", "new_tensor")],
-])
+
+@pytest.mark.parametrize(
+    "qualname,kind",
+    [
+        *[
+            (f"torch.{n}", "deterministic")
+            for n in ("zeros", "ones", "full", "arange", "linspace", "logspace", "eye", "tensor")
+        ],
+        *[(f"torch.{n}", "random") for n in ("randn", "rand", "randint", "empty", "randperm", "normal")],
+        *[
+            (f"torch.{n}", "like")
+            # as_tensor(t) returns t: typed like its input (deterministic would make V into R)
+            for n in ("zeros_like", "ones_like", "full_like", "randn_like", "rand_like", "empty_like", "as_tensor")
+        ],
+        *[(f"torch.Tensor.{n}", "new") for n in ("new_zeros", "new_ones", "new_full", "new_empty", "new_tensor")],
+    ],
+)
 def test_factories(registry: Registry, qualname: str, kind: str) -> None:
     r = rule(registry, qualname)
     assert r.factory == kind
@@ -257,16 +417,36 @@ def test_factories(registry: Registry, qualname: str, kind: str) -> None:
 
 def test_zeros_like_keeps_partial(registry: Registry) -> None:
     assert rule(registry, "torch.zeros_like").linearity is LINEAR
+    assert rule(registry, "torch.as_tensor").linearity is LINEAR
     assert rule(registry, "torch.ones_like").linearity is NONLINEAR
 
 
 # ---------------------------------------------------------------- section 2.8: passthrough
 
-@pytest.mark.parametrize("name", [
-    "size", "dim", "ndimension", "numel", "nelement", "stride", "storage_offset", "element_size", "get_device",
-    "is_contiguous", "is_floating_point", "is_complex", "dim_order", "__len__", "item", "tolist", "data_ptr",
-    "retain_grad",
-])
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "size",
+        "dim",
+        "ndimension",
+        "numel",
+        "nelement",
+        "stride",
+        "storage_offset",
+        "element_size",
+        "get_device",
+        "is_contiguous",
+        "is_floating_point",
+        "is_complex",
+        "dim_order",
+        "__len__",
+        "item",
+        "tolist",
+        "data_ptr",
+        "retain_grad",
+    ],
+)
 def test_passthrough_methods(registry: Registry, name: str) -> None:
     r = rule(registry, f"torch.Tensor.{name}")
     assert r.passthrough and r.returns is Returns.VALUE
@@ -294,17 +474,37 @@ def test_backward_and_contexts(registry: Registry) -> None:
 
 # ---------------------------------------------------------------- torch.nn.functional
 
+
 def test_functional_linear_is_a_contraction_with_bias(registry: Registry) -> None:
     r = rule(registry, "torch.nn.functional.linear")
     assert r.contraction == "linear" and r.bias == "bias" and r.linearity is MULTILINEAR
     assert r.param("bias").role is ParamRole.TENSOR
 
 
-@pytest.mark.parametrize("name", [
-    "gelu", "relu", "silu", "softmax", "log_softmax", "dropout", "layer_norm", "rms_norm", "group_norm",
-    "batch_norm", "cross_entropy", "mse_loss", "nll_loss", "embedding", "scaled_dot_product_attention", "pad",
-    "normalize", "sigmoid", "tanh",
-])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "gelu",
+        "relu",
+        "silu",
+        "softmax",
+        "log_softmax",
+        "dropout",
+        "layer_norm",
+        "rms_norm",
+        "group_norm",
+        "batch_norm",
+        "cross_entropy",
+        "mse_loss",
+        "nll_loss",
+        "embedding",
+        "scaled_dot_product_attention",
+        "pad",
+        "normalize",
+        "sigmoid",
+        "tanh",
+    ],
+)
 def test_functional_nonlinear(registry: Registry, name: str) -> None:
     assert rule(registry, f"torch.nn.functional.{name}").linearity is NONLINEAR
 
@@ -321,17 +521,21 @@ def test_nn_reexports_functional(registry: Registry) -> None:
 
 # ---------------------------------------------------------------- section 3.2-3.4: spmd_types
 
+
 def _t(spec: str) -> frozenset[Transition]:
     return frozenset(Transition(*p.split("->")) for p in spec.split())
 
 
-@pytest.mark.parametrize("name,src,dst,default_src,default_dst", [
-    ("all_reduce", {"P"}, {"R", "I"}, "P", None),
-    ("all_gather", {"V", "S"}, {"R", "I"}, "V", None),
-    ("reduce_scatter", {"P"}, {"V", "S"}, "P", "V"),
-    ("all_to_all", {"V", "S"}, {"V", "S"}, "V", "V"),
-    ("unshard", {"S"}, {"R", "I"}, None, None),
-])
+@pytest.mark.parametrize(
+    "name,src,dst,default_src,default_dst",
+    [
+        ("all_reduce", {"P"}, {"R", "I"}, "P", None),
+        ("all_gather", {"V", "S"}, {"R", "I"}, "V", None),
+        ("reduce_scatter", {"P"}, {"V", "S"}, "P", "V"),
+        ("all_to_all", {"V", "S"}, {"V", "S"}, "V", "V"),
+        ("unshard", {"S"}, {"R", "I"}, None, None),
+    ],
+)
 def test_collectives(registry: Registry, name: str, src: set, dst: set, default_src, default_dst) -> None:
     c = rule(registry, f"spmd_types.{name}").collective
     assert c is not None and c.family == "collective" and c.op == name
@@ -371,53 +575,89 @@ def test_other_conversions(registry: Registry) -> None:
     assert redistribute is not None and redistribute.allowed is None and redistribute.implicit_partial
 
 
-@pytest.mark.parametrize("name,letter", [
-    ("R", "R"), ("I", "I"), ("V", "V"), ("P", "P"),
-    ("Replicate", "R"), ("Invariant", "I"), ("Varying", "V"), ("Partial", "P"),
-])
+@pytest.mark.parametrize(
+    "name,letter",
+    [
+        ("R", "R"),
+        ("I", "I"),
+        ("V", "V"),
+        ("P", "P"),
+        ("Replicate", "R"),
+        ("Invariant", "I"),
+        ("Varying", "V"),
+        ("Partial", "P"),
+    ],
+)
 def test_type_constants(registry: Registry, name: str, letter: str) -> None:
     assert rule(registry, f"spmd_types.{name}").const_type == letter
     assert rule(registry, f"spmd_types.types.{name}").const_type == letter
 
 
-@pytest.mark.parametrize("qualname,handler", [
-    ("spmd_types.S", "shard_type"), ("spmd_types.Shard", "shard_type"), ("spmd_types.assert_type", "assert_type"),
-    ("spmd_types.assert_local_type", "assert_type"), ("spmd_types.assert_type_like", "assert_type_like"),
-    ("spmd_types.assert_local_type_like", "assert_type_like"), ("spmd_types.mutate_type", "mutate_type"),
-    ("spmd_types.reinterpret_no_grad", "reinterpret_no_grad"), ("spmd_types.Scalar", "scalar"),
-    ("spmd_types.local_map", "local_map"), ("spmd_types.checker.local_map", "local_map"),
-    ("spmd_types.reinterpret_mesh", "ignore"), ("spmd_types.runtime.assert_type", "assert_type"),
-])
+@pytest.mark.parametrize(
+    "qualname,handler",
+    [
+        ("spmd_types.S", "shard_type"),
+        ("spmd_types.Shard", "shard_type"),
+        ("spmd_types.assert_type", "assert_type"),
+        ("spmd_types.assert_local_type", "assert_type"),
+        ("spmd_types.assert_type_like", "assert_type_like"),
+        ("spmd_types.assert_local_type_like", "assert_type_like"),
+        ("spmd_types.mutate_type", "mutate_type"),
+        ("spmd_types.reinterpret_no_grad", "reinterpret_no_grad"),
+        ("spmd_types.Scalar", "scalar"),
+        ("spmd_types.local_map", "local_map"),
+        ("spmd_types.checker.local_map", "local_map"),
+        ("spmd_types.reinterpret_mesh", "ignore"),
+        ("spmd_types.runtime.assert_type", "assert_type"),
+    ],
+)
 def test_spmd_api(registry: Registry, qualname: str, handler: str) -> None:
     assert rule(registry, qualname).spmd_api == handler
 
 
-@pytest.mark.parametrize("qualname,ctx", [
-    ("spmd_types.set_current_mesh", "mesh"), ("spmd_types.no_typecheck", "no_typecheck"),
-    ("spmd_types.checker.no_typecheck", "no_typecheck"), ("spmd_types.local", "local"),
-    ("spmd_types.checker.typecheck", "typecheck"),
-])
+@pytest.mark.parametrize(
+    "qualname,ctx",
+    [
+        ("spmd_types.set_current_mesh", "mesh"),
+        ("spmd_types.no_typecheck", "no_typecheck"),
+        ("spmd_types.checker.no_typecheck", "no_typecheck"),
+        ("spmd_types.local", "local"),
+        ("spmd_types.checker.typecheck", "typecheck"),
+    ],
+)
 def test_spmd_contexts(registry: Registry, qualname: str, ctx: str) -> None:
     assert rule(registry, qualname).context == ctx
 
 
-@pytest.mark.parametrize("name", ["register_local_autograd_function", "register_local_backward_hook",
-                                  "register_autograd_function", "register_decomposition", "get_local_type"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "register_local_autograd_function",
+        "register_local_backward_hook",
+        "register_autograd_function",
+        "register_decomposition",
+        "get_local_type",
+    ],
+)
 def test_spmd_passthrough(registry: Registry, name: str) -> None:
     assert rule(registry, f"spmd_types.{name}").passthrough
 
 
 # ---------------------------------------------------------------- section 3.7: raw torch.distributed
 
-@pytest.mark.parametrize("name,src,dst,inp,out,mutates", [
-    ("all_reduce", {"P"}, {"R"}, "tensor", None, True),
-    ("all_gather", {"V"}, {"R", "I"}, "tensor", "tensor_list", False),
-    ("all_gather_into_tensor", {"V"}, {"R", "I"}, "input_tensor", "output_tensor", False),
-    ("reduce_scatter_tensor", {"P"}, {"V"}, "input", "output", False),
-    ("all_to_all_single", {"V"}, {"V"}, "input", "output", False),
-    ("broadcast", {"*"}, {"R"}, "tensor", None, True),
-    ("reduce", {"P"}, {"V"}, "tensor", None, True),
-])
+
+@pytest.mark.parametrize(
+    "name,src,dst,inp,out,mutates",
+    [
+        ("all_reduce", {"P"}, {"R"}, "tensor", None, True),
+        ("all_gather", {"V"}, {"R", "I"}, "tensor", "tensor_list", False),
+        ("all_gather_into_tensor", {"V"}, {"R", "I"}, "input_tensor", "output_tensor", False),
+        ("reduce_scatter_tensor", {"P"}, {"V"}, "input", "output", False),
+        ("all_to_all_single", {"V"}, {"V"}, "input", "output", False),
+        ("broadcast", {"*"}, {"R"}, "tensor", None, True),
+        ("reduce", {"P"}, {"V"}, "tensor", None, True),
+    ],
+)
 def test_raw_collectives(registry: Registry, name: str, src, dst, inp, out, mutates) -> None:
     raw = rule(registry, f"torch.distributed.{name}").raw
     assert raw is not None
@@ -426,13 +666,19 @@ def test_raw_collectives(registry: Registry, name: str, src, dst, inp, out, muta
     assert raw.group_param == "group" and not raw.differentiable
 
 
-@pytest.mark.parametrize("name,src,dst", [
-    ("all_reduce", {"P"}, {"R"}),
-    ("all_gather_tensor", {"V"}, {"R"}), ("all_gather_tensor_autograd", {"V"}, {"R"}),
-    ("all_gather_single", {"V"}, {"R"}),
-    ("reduce_scatter_tensor", {"P"}, {"V"}), ("reduce_scatter_tensor_autograd", {"P"}, {"V"}),
-    ("all_to_all_single", {"V"}, {"V"}), ("all_to_all_single_autograd", {"V"}, {"V"}),
-])
+@pytest.mark.parametrize(
+    "name,src,dst",
+    [
+        ("all_reduce", {"P"}, {"R"}),
+        ("all_gather_tensor", {"V"}, {"R"}),
+        ("all_gather_tensor_autograd", {"V"}, {"R"}),
+        ("all_gather_single", {"V"}, {"R"}),
+        ("reduce_scatter_tensor", {"P"}, {"V"}),
+        ("reduce_scatter_tensor_autograd", {"P"}, {"V"}),
+        ("all_to_all_single", {"V"}, {"V"}),
+        ("all_to_all_single_autograd", {"V"}, {"V"}),
+    ],
+)
 def test_functional_collectives(registry: Registry, name: str, src, dst) -> None:
     raw = rule(registry, f"torch.distributed._functional_collectives.{name}").raw
     assert raw is not None
@@ -455,8 +701,9 @@ def test_distributed_nn_all_reduce(registry: Registry) -> None:
         assert m.tensor_param == "tensor" and m.group_param == "group"
 
 
-@pytest.mark.parametrize("name", ["get_rank", "get_world_size", "barrier", "is_initialized", "init_process_group",
-                                  "new_group"])
+@pytest.mark.parametrize(
+    "name", ["get_rank", "get_world_size", "barrier", "is_initialized", "init_process_group", "new_group"]
+)
 def test_distributed_passthrough(registry: Registry, name: str) -> None:
     assert rule(registry, f"torch.distributed.{name}").passthrough
 
@@ -514,23 +761,36 @@ def test_megatron_all_to_all_uses_its_group(registry: Registry) -> None:
     assert (m.src.kind, m.dst.kind) == (Kind.V, Kind.V)
 
 
-@pytest.mark.parametrize("name,axis", [
-    ("get_tensor_model_parallel_group", "tp"), ("get_data_parallel_group", "dp"),
-    ("get_context_parallel_group", "cp"), ("get_expert_model_parallel_group", "ep"),
-    ("get_pipeline_model_parallel_group", "pp"),
-])
+@pytest.mark.parametrize(
+    "name,axis",
+    [
+        ("get_tensor_model_parallel_group", "tp"),
+        ("get_data_parallel_group", "dp"),
+        ("get_context_parallel_group", "cp"),
+        ("get_expert_model_parallel_group", "ep"),
+        ("get_pipeline_model_parallel_group", "pp"),
+    ],
+)
 def test_megatron_process_groups(registry: Registry, name: str, axis: str) -> None:
     for module in ("megatron.core.parallel_state", "megatron.core.mpu"):
         assert rule(registry, f"{module}.{name}").process_group_axis == axis
 
 
-@pytest.mark.parametrize("name", ["get_tensor_model_parallel_world_size", "get_tensor_model_parallel_rank",
-                                  "get_data_parallel_world_size", "get_context_parallel_world_size"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "get_tensor_model_parallel_world_size",
+        "get_tensor_model_parallel_rank",
+        "get_data_parallel_world_size",
+        "get_context_parallel_world_size",
+    ],
+)
 def test_megatron_passthrough(registry: Registry, name: str) -> None:
     assert rule(registry, f"megatron.core.parallel_state.{name}").passthrough
 
 
 # ---------------------------------------------------------------- internal consistency
+
 
 def test_every_named_parameter_exists(registry: Registry) -> None:
     """Parameter names in decorators must name parameters of the stub signature."""
@@ -543,8 +803,11 @@ def test_every_named_parameter_exists(registry: Registry) -> None:
         if r.dims is not None:
             wanted += list(r.dims.params)
         wanted += list(r.divisors)
-        wanted += [n for n in (r.bias, r.affine_bias, r.inplace_param, r.mesh_factory_names, r.mesh_group_param)
-                   if n is not None]
+        wanted += [
+            n
+            for n in (r.bias, r.affine_bias, r.inplace_param, r.mesh_factory_names, r.mesh_group_param)
+            if n is not None
+        ]
         if r.raw is not None:
             wanted += [r.raw.input, r.raw.group_param] + ([r.raw.output] if r.raw.output else [])
         if r.collective is not None:
@@ -559,17 +822,24 @@ def test_every_named_parameter_exists(registry: Registry) -> None:
 
 def test_every_alias_resolves(registry: Registry) -> None:
     modules = {"megatron.core.mpu"}  # module aliases resolve through their members
-    dangling = [q for q, r in registry.rules.items()
-                if r.alias_of is not None and q not in modules and registry.lookup(q) is None]
+    dangling = [
+        q
+        for q, r in registry.rules.items()
+        if r.alias_of is not None and q not in modules and registry.lookup(q) is None
+    ]
     assert dangling == []
 
 
 def test_stubbed_torch_names_exist_in_torch() -> None:
     """Catch typos: every torch function/method stubbed here exists in the installed torch."""
     torch = pytest.importorskip("torch")
-    import torch.distributed._functional_collectives as funcol  # noqa: F401
-    import torch.distributed.nn.functional  # noqa: F401
-    import torch.nn.functional  # noqa: F401
+    for submodule in (
+        "torch.nn.functional",
+        "torch.distributed._functional_collectives",
+        "torch.distributed.nn.functional",
+        "torch.distributed.device_mesh",
+    ):
+        importlib.import_module(submodule)
 
     registry = load_stub_dirs([STUBS])
     missing = []

@@ -10,7 +10,8 @@ section 2.5), with the project's deliberate differences
   spmd_types);
 * `view_as`, `expand_as` and `type_as` read only the shape/dtype of `other`,
   so `other` is annotated `Any` (structural) rather than `Tensor`;
-* `zeros_like` is LINEAR (a Partial input gives a Partial of zeros).
+* `zeros_like` is LINEAR (a Partial input gives a Partial of zeros), and
+  `as_tensor` is typed like its tensor input (LINEAR), untyped for Python data.
 
 Everything not listed here is NONLINEAR (P is an error; R/I/V by the lattice).
 
@@ -20,9 +21,10 @@ Annotation conventions (the loader reads annotations as text):
   (`add`, `sub`, `div`); a plain `Tensor` ignores numbers (`mul`, `matmul`);
 * `Tensor | Any` (`repeat_interleave(repeats)`, `as_tensor(data)`) is an
   operand when a tensor is passed while an int there stays structural;
-* index tensors (`index`, `mask`, `repeats`) are operands, as in spmd_types:
-  a rank-varying index makes the result varying (and a Partial source with a
-  Replicate index is reported as affine, like spmd_types does);
+* index tensors (`index`, `mask`, `repeats`, the tensors of `x[idx]`) are
+  operands, as in spmd_types: a rank-varying index makes the result varying
+  (and a Partial source with a Replicate index is reported as affine, like
+  spmd_types does);
 * `out: Tensor | None` is never an operand; passing it is a mutation.
 """
 
@@ -417,8 +419,10 @@ def tensor(
     data: Any, *, dtype: dtype | None = None, device: Any = None, requires_grad: bool = False, pin_memory: bool = False
 ) -> Tensor: ...
 
-# as_tensor(t) of a tensor returns it (maybe cast): typed from that input.
-@factory("deterministic")
+# as_tensor(t) of a tensor returns it (maybe cast): typed like that input, and
+# untyped for Python data (a "deterministic" factory would make a V input R).
+@linear
+@factory("like")
 def as_tensor(
     data: Tensor | Any, dtype: dtype | None = None, device: Any = None, requires_grad: bool = False
 ) -> Tensor: ...
@@ -849,8 +853,11 @@ class Tensor:
     def cuda(self, device: Any = None, non_blocking: bool = False) -> Tensor: ...
 
     # ----- indexing (the analyser handles the index expression itself) -
+    # Basic indexing is linear; the analyser passes only the index *tensors*
+    # here (advanced indexing, typed NONLINEAR by the analyser), so a
+    # rank-varying index makes the result varying.
     @linear
-    def __getitem__(self, indices: Any) -> Tensor: ...
+    def __getitem__(self, *indices: Tensor) -> Tensor: ...
 
     # ----- LINEAR: reductions ------------------------------------------
     @linear
