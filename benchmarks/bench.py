@@ -7,6 +7,7 @@ file list: libcst parse of every file (1 process and N processes), and
 `spmdcheck check` (N processes, including start-up). Median of K runs.
 This is a measurement, not a test: nothing here asserts a time.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,8 +38,12 @@ def parse_all(files: list[str], jobs: int) -> None:
 
 
 def default_root() -> str:
-    out = subprocess.run([sys.executable, "-c", "import torch.distributed, os; print(os.path.dirname(torch.distributed.__file__))"],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", "import torch.distributed, os; print(os.path.dirname(torch.distributed.__file__))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return out.stdout.strip()
 
 
@@ -64,12 +69,44 @@ def main() -> int:
     rows = [
         ("libcst parse, 1 process", lambda: parse_all(files, 1)),
         (f"libcst parse, {args.jobs} processes", lambda: parse_all(files, args.jobs)),
-        (f"spmdcheck check, {args.jobs} processes (whole command)", lambda: subprocess.run(
-            [sys.executable, "-m", "spmdcheck", "check", root, "--output-format", "json", "--jobs", str(args.jobs),
-             "--no-respect-gitignore"], capture_output=True, check=False)),
-        ("spmdcheck check, 1 process (whole command)", lambda: subprocess.run(
-            [sys.executable, "-m", "spmdcheck", "check", root, "--output-format", "json", "--jobs", "1",
-             "--no-respect-gitignore"], capture_output=True, check=False)),
+        (
+            f"spmdcheck check, {args.jobs} processes (whole command)",
+            lambda: subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "spmdcheck",
+                    "check",
+                    root,
+                    "--output-format",
+                    "json",
+                    "--jobs",
+                    str(args.jobs),
+                    "--no-respect-gitignore",
+                ],
+                capture_output=True,
+                check=False,
+            ),
+        ),
+        (
+            "spmdcheck check, 1 process (whole command)",
+            lambda: subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "spmdcheck",
+                    "check",
+                    root,
+                    "--output-format",
+                    "json",
+                    "--jobs",
+                    "1",
+                    "--no-respect-gitignore",
+                ],
+                capture_output=True,
+                check=False,
+            ),
+        ),
     ]
     for name, fn in rows:
         med, lo, hi = timed(fn, args.repeat)

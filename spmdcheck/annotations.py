@@ -23,9 +23,11 @@ Stub vocabulary: the decorators below are how ``stubs/**/*.pyi`` (and users'
 own stub directories) describe the SPMD rule of a function. Each decorator
 takes only literals; spmdcheck reads them statically. See docs/stubs.md.
 """
+
 from __future__ import annotations
 
-from typing import Annotated, Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Annotated, Any, TypeVar
 
 __all__ = [
     "Local",

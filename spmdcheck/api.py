@@ -1,4 +1,5 @@
 """The checker as a library: check a source string or a file with given settings."""
+
 from __future__ import annotations
 
 import functools
@@ -45,7 +46,8 @@ class FileResult:
 
 def _cache_dir() -> pathlib.Path:
     base = os.environ.get("SPMDCHECK_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "spmdcheck")
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "spmdcheck"
+    )
     return pathlib.Path(base)
 
 
@@ -96,14 +98,18 @@ def _selected(code: str, settings: Settings) -> bool:
     return not any(matches(p) for p in settings.ignore)
 
 
-def check_source(text: str, path: str = "<string>", settings: Settings | None = None,
-                 registry: Registry | None = None) -> list[Diagnostic]:
+def check_source(
+    text: str, path: str = "<string>", settings: Settings | None = None, registry: Registry | None = None
+) -> list[Diagnostic]:
     settings = settings or Settings()
     registry = registry if registry is not None else load_registry(settings.stub_path)
     parsed = parse(text)
     if isinstance(parsed, ParseFailure):
-        diags = [make(path, "SPMD001", f"syntax error: {parsed.message}; the file was not checked",
-                      parsed.line, parsed.column)]
+        diags = [
+            make(
+                path, "SPMD001", f"syntax error: {parsed.message}; the file was not checked", parsed.line, parsed.column
+            )
+        ]
         return [d for d in diags if _selected(d.code, settings)]
     options = Options(mesh=settings.mesh, strict=settings.strict)
     ctx = analyze_module(parsed, registry, options, mesh_names_in(text))
@@ -121,8 +127,18 @@ def check_file(path: str, settings: Settings, registry: Registry | None = None) 
         failure = syntax_error(data)
         if failure is None:
             return FileResult(path, skipped=True)
-        return FileResult(path, [make(path, "SPMD001", f"syntax error: {failure.message}; the file was not checked",
-                                      failure.line, failure.column)])
+        return FileResult(
+            path,
+            [
+                make(
+                    path,
+                    "SPMD001",
+                    f"syntax error: {failure.message}; the file was not checked",
+                    failure.line,
+                    failure.column,
+                )
+            ],
+        )
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -2,6 +2,7 @@
 
 Exit status: 0 nothing found, 1 diagnostics found, 2 usage or configuration error.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -9,7 +10,7 @@ import json
 import os
 import pathlib
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
@@ -20,8 +21,12 @@ def _parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="check files and folders (default: .)")
     check.add_argument("paths", nargs="*", default=None)
     check.add_argument("--output-format", choices=("text", "json"), default="text")
-    check.add_argument("--strict", action="store_true", default=None,
-                       help="an operand missing a mesh axis is an error (spmd_types strict mode)")
+    check.add_argument(
+        "--strict",
+        action="store_true",
+        default=None,
+        help="an operand missing a mesh axis is an error (spmd_types strict mode)",
+    )
     check.add_argument("--select", default=None, help="comma-separated codes, prefixes or names to report")
     check.add_argument("--ignore", default=None, help="comma-separated codes, prefixes or names to skip")
     check.add_argument("--mesh", default=None, help="comma-separated mesh axis names (overrides the config)")
@@ -70,8 +75,20 @@ def _rules(fmt: str) -> int:
     from spmdcheck.diagnostics.codes import CODES
 
     if fmt == "json":
-        json.dump([{"code": c.code, "name": c.name, "severity": c.severity, "summary": c.summary,
-                    "strict_only": c.strict_only} for c in CODES.values()], sys.stdout, indent=2)
+        json.dump(
+            [
+                {
+                    "code": c.code,
+                    "name": c.name,
+                    "severity": c.severity,
+                    "summary": c.summary,
+                    "strict_only": c.strict_only,
+                }
+                for c in CODES.values()
+            ],
+            sys.stdout,
+            indent=2,
+        )
         sys.stdout.write("\n")
         return EXIT_CLEAN
     for c in CODES.values():
@@ -85,7 +102,7 @@ def _split(value: str | None) -> tuple[str, ...]:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from spmdcheck.api import Settings, check_file, load_registry
+    from spmdcheck.api import Settings, load_registry
     from spmdcheck.config import Config, ConfigError, find_config, load_config
     from spmdcheck.diagnostics.codes import lookup
     from spmdcheck.diagnostics.render import make
@@ -94,9 +111,13 @@ def _check(args: argparse.Namespace) -> int:
     status = EXIT_CLEAN
     paths = args.paths or ["."]
     try:
-        cfg_path = pathlib.Path(args.config) if args.config else find_config(pathlib.Path(paths[0]).resolve()
-                                                                              if os.path.isdir(paths[0]) else
-                                                                              pathlib.Path(paths[0]).resolve().parent)
+        cfg_path = (
+            pathlib.Path(args.config)
+            if args.config
+            else find_config(
+                pathlib.Path(paths[0]).resolve() if os.path.isdir(paths[0]) else pathlib.Path(paths[0]).resolve().parent
+            )
+        )
         if args.config and not cfg_path.is_file():
             raise ConfigError(f"{cfg_path}: no such config file")
         cfg = load_config(cfg_path)
@@ -115,8 +136,9 @@ def _check(args: argparse.Namespace) -> int:
         select=_split(args.select) or cfg.select,
         ignore=_split(args.ignore) + cfg.ignore,
     )
-    files, missing = discover(paths, cfg.root, cfg.exclude, cfg.respect_gitignore and not args.no_respect_gitignore,
-                              args.force_exclude)
+    files, missing = discover(
+        paths, cfg.root, cfg.exclude, cfg.respect_gitignore and not args.no_respect_gitignore, args.force_exclude
+    )
     for m in missing:
         print(f"spmdcheck: {m}: no such file or directory", file=sys.stderr)
         status = EXIT_USAGE

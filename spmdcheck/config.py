@@ -1,4 +1,5 @@
 """`[tool.spmdcheck]` in pyproject.toml (or a `spmdcheck.toml` without the prefix)."""
+
 from __future__ import annotations
 
 import pathlib
@@ -6,9 +7,18 @@ import tomllib
 from dataclasses import dataclass, field
 
 KNOWN_KEYS = {
-    "mesh": list, "strict": bool, "stub_path": list, "stub-path": list,
-    "exclude": list, "extend-exclude": list, "extend_exclude": list,
-    "select": list, "ignore": list, "respect-gitignore": bool, "respect_gitignore": bool, "jobs": int,
+    "mesh": list,
+    "strict": bool,
+    "stub_path": list,
+    "stub-path": list,
+    "exclude": list,
+    "extend-exclude": list,
+    "extend_exclude": list,
+    "select": list,
+    "ignore": list,
+    "respect-gitignore": bool,
+    "respect_gitignore": bool,
+    "jobs": int,
 }
 
 
@@ -66,8 +76,10 @@ def load_config(path: pathlib.Path | None) -> Config:
     for key, value in table.items():
         want = KNOWN_KEYS.get(key)
         if want is None:
-            raise ConfigError(f"{path}: unknown key {key!r} in [tool.spmdcheck] "
-                              f"(known: {', '.join(sorted(k for k in KNOWN_KEYS if '_' not in k))})")
+            raise ConfigError(
+                f"{path}: unknown key {key!r} in [tool.spmdcheck] "
+                f"(known: {', '.join(sorted(k for k in KNOWN_KEYS if '_' not in k))})"
+            )
         if not isinstance(value, want) or (want is list and not all(isinstance(v, str) for v in value)):
             raise ConfigError(f"{path}: {key} must be {'a list of strings' if want is list else want.__name__}")
     cfg.mesh = tuple(table.get("mesh", ()))

@@ -1,4 +1,5 @@
 """Which files to check: recursion, default excludes, config globs, and .gitignore."""
+
 from __future__ import annotations
 
 import fnmatch
@@ -6,8 +7,24 @@ import os
 import pathlib
 
 DEFAULT_EXCLUDES = (
-    ".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", ".eggs", "__pycache__", "build", "dist",
-    "node_modules", "site-packages", ".mypy_cache", ".ruff_cache", ".pytest_cache", "_build", "buck-out",
+    ".git",
+    ".hg",
+    ".svn",
+    ".venv",
+    "venv",
+    ".tox",
+    ".nox",
+    ".eggs",
+    "__pycache__",
+    "build",
+    "dist",
+    "node_modules",
+    "site-packages",
+    ".mypy_cache",
+    ".ruff_cache",
+    ".pytest_cache",
+    "_build",
+    "buck-out",
 )
 
 
@@ -63,12 +80,19 @@ def _excluded(path: pathlib.Path, root: pathlib.Path, patterns: tuple[str, ...])
         rel = path.resolve().relative_to(root.resolve()).as_posix()
     except ValueError:
         rel = path.as_posix()
-    return any(fnmatch.fnmatch(rel, p) or fnmatch.fnmatch(path.name, p) or fnmatch.fnmatch(rel, p.rstrip("/") + "/*")
-               for p in patterns)
+    return any(
+        fnmatch.fnmatch(rel, p) or fnmatch.fnmatch(path.name, p) or fnmatch.fnmatch(rel, p.rstrip("/") + "/*")
+        for p in patterns
+    )
 
 
-def discover(paths: list[str], root: pathlib.Path, exclude: tuple[str, ...] = (), respect_gitignore: bool = True,
-             force_exclude: bool = False) -> tuple[list[str], list[str]]:
+def discover(
+    paths: list[str],
+    root: pathlib.Path,
+    exclude: tuple[str, ...] = (),
+    respect_gitignore: bool = True,
+    force_exclude: bool = False,
+) -> tuple[list[str], list[str]]:
     """Python files under `paths`, sorted; and the paths that do not exist."""
     found: list[str] = []
     missing: list[str] = []
@@ -92,8 +116,10 @@ def discover(paths: list[str], root: pathlib.Path, exclude: tuple[str, ...] = ()
             if respect_gitignore and d != p:
                 ignore.load(d)
             dirnames[:] = sorted(
-                n for n in dirnames
-                if not _excluded(d / n, root, exclude) and not (respect_gitignore and ignore.ignored((d / n).resolve(), True))
+                n
+                for n in dirnames
+                if not _excluded(d / n, root, exclude)
+                and not (respect_gitignore and ignore.ignored((d / n).resolve(), True))
             )
             for name in sorted(filenames):
                 f = d / name

@@ -4,11 +4,12 @@ Pure: no libcst. The matmul family (mm, bmm, matmul, F.linear, addmm, ...)
 is rewritten to an equation (`equation_for`) and judged by `judge_axis`, per
 mesh axis, on top of the lattice's multilinear rule.
 """
+
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from spmdcheck.lattice import (
     AxisError,
@@ -114,7 +115,7 @@ def expand(eq: Equation, ranks: Sequence[int | None]) -> Spec | None:
         widest = max(widest, width)
         fresh = tuple(f"E{w}" for w in range(width, 0, -1))
         i = term.index(ELLIPSIS)
-        inputs.append(term[:i] + fresh + term[i + 1:])
+        inputs.append(term[:i] + fresh + term[i + 1 :])
     ell = tuple(f"E{w}" for w in range(widest, 0, -1))
     if eq.output is None:
         counts: dict[str, int] = {}
@@ -212,7 +213,7 @@ def _judge_spec(spec: Spec, types: Sequence[AxisType], ops: Sequence[Operand], s
                     continue  # sharded on another label: reported as mixed below
                 return Outcome(AxisType(Kind.V), LayoutIssue("split", lab, k))
     if len(distinct) > 1:
-        return Outcome(AxisType(Kind.V), LayoutIssue("mixed", "".join(sorted(distinct)), -1))
+        return Outcome(AxisType(Kind.V), LayoutIssue("mixed", ",".join(sorted(distinct)), -1))
     (lab,) = distinct
     if lab in spec.output:
         return Outcome(AxisType(Kind.V, shard=spec.output.index(lab)))
@@ -247,10 +248,20 @@ def judge_axis(
         except EinsumError:
             continue
         if trial_spec is not None:
-            outcomes.append(_judge_spec(trial_spec, types, ops, site))
+            outcome = _judge_spec(trial_spec, types, ops, site)
+            result = outcome.result
+            if isinstance(result, AxisType) and result.shard is not None:
+                # the rank is a guess: count the dim from the right, which all guesses share
+                outcome = Outcome(AxisType(Kind.V, shard=result.shard - len(trial_spec.output)), outcome.issue)
+            outcomes.append(outcome)
     if not outcomes:
         return Outcome(AxisType(Kind.V))
-    if all(o == outcomes[0] for o in outcomes):
+
+    def shape(o: Outcome) -> tuple:
+        # labels of ellipsis dims differ between candidate ranks; the verdict is what matters
+        return (o.result, o.issue.kind if o.issue else None)
+
+    if all(shape(o) == shape(outcomes[0]) for o in outcomes):
         return outcomes[0]
     clean = [o for o in outcomes if o.issue is None and not isinstance(o.result, AxisError)]
     if clean and all(o == clean[0] for o in clean):

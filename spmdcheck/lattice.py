@@ -14,11 +14,12 @@ not track in local mode:
   type stays V; the shadow rules of :func:`shadow_partial_check` report a
   misuse as a warning.
 """
+
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Iterable, Iterator, Mapping, Sequence
 
 
 class Kind(enum.Enum):
@@ -50,7 +51,7 @@ class GradState(enum.Enum):
     UNKNOWN = "unknown"
 
     @staticmethod
-    def join(states: Iterable["GradState"]) -> "GradState":
+    def join(states: Iterable[GradState]) -> GradState:
         states = list(states)
         if any(s is GradState.YES for s in states):
             return GradState.YES
@@ -86,7 +87,7 @@ class AxisType:
     def is_pending(self) -> bool:
         return self.pending is not None
 
-    def plain(self) -> "AxisType":
+    def plain(self) -> AxisType:
         return AxisType(self.kind)
 
 
@@ -133,12 +134,12 @@ class SpmdType(Mapping[str, AxisType]):
     def __repr__(self) -> str:
         return "{" + ", ".join(f"{a}: {t}" for a, t in self._axes.items()) + "}"
 
-    def with_axis(self, axis: str, t: AxisType) -> "SpmdType":
+    def with_axis(self, axis: str, t: AxisType) -> SpmdType:
         axes = dict(self._axes)
         axes[axis] = t
         return SpmdType(axes)
 
-    def without_refinements(self) -> "SpmdType":
+    def without_refinements(self) -> SpmdType:
         return SpmdType({a: t.plain() for a, t in self._axes.items()})
 
 

@@ -1,4 +1,5 @@
 """Shared helpers for the test suite."""
+
 from __future__ import annotations
 
 import pathlib

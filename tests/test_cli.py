@@ -1,4 +1,5 @@
 """The command line as users and CI see it: exit codes, JSON shape, discovery, config, explain, rules."""
+
 from __future__ import annotations
 
 import json
@@ -8,7 +9,7 @@ import textwrap
 
 import pytest
 
-BUGGY = textwrap.dedent('''\
+BUGGY = textwrap.dedent("""\
     import torch
     import torch.nn.functional as F
     import spmd_types as spmd
@@ -16,13 +17,14 @@ BUGGY = textwrap.dedent('''\
 
     y = spmd.assert_type(torch.randn(4, 8, requires_grad=True), {"tp": P})
     z = F.gelu(y)
-''')
+""")
 CLEAN = "import torch\nx = torch.randn(3)\n"
 
 
 def run(args, cwd, **kw):
-    return subprocess.run([sys.executable, "-m", "spmdcheck", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=120, **kw)
+    return subprocess.run(
+        [sys.executable, "-m", "spmdcheck", *args], cwd=cwd, capture_output=True, text=True, timeout=120, **kw
+    )
 
 
 @pytest.fixture
@@ -54,15 +56,31 @@ def test_json_has_exactly_the_documented_shape(project):
     assert set(report) == {"diagnostics", "summary"}
     assert report["summary"] == {"files": 1, "errors": 1, "warnings": 0}
     (d,) = report["diagnostics"]
-    assert set(d) == {"path", "line", "column", "end_line", "end_column", "code", "name", "severity", "message",
-                      "suggestions"}
-    assert (d["line"], d["column"], d["code"], d["name"], d["severity"]) == (7, 5, "SPMD101",
-                                                                            "partial-through-nonlinear", "error")
+    assert set(d) == {
+        "path",
+        "line",
+        "column",
+        "end_line",
+        "end_column",
+        "code",
+        "name",
+        "severity",
+        "message",
+        "suggestions",
+    }
+    assert (d["line"], d["column"], d["code"], d["name"], d["severity"]) == (
+        7,
+        5,
+        "SPMD101",
+        "partial-through-nonlinear",
+        "error",
+    )
     assert d["end_line"] == 7 and d["end_column"] == 14
     assert "'tp'" in d["message"] and "P" in d["message"]
     assert [s["replacement"] for s in d["suggestions"]] == [
-        "spmd.all_reduce(y, 'tp', src=P, dst=R)", "spmd.all_reduce(y, 'tp', src=P, dst=I)",
-        "reduce_from_tensor_model_parallel_region(y)"]  # the Megatron spelling of all_reduce(P -> I) on tp
+        "spmd.all_reduce(y, 'tp', src=P, dst=R)",
+        "spmd.all_reduce(y, 'tp', src=P, dst=I)",
+    ]
     assert all(set(s) == {"message", "replacement"} for s in d["suggestions"])
 
 
@@ -82,7 +100,7 @@ def test_missing_path_and_bad_flag_exit_2(project):
 
 
 def test_broken_config_is_reported_and_checking_goes_on(tmp_path):
-    (tmp_path / "pyproject.toml").write_text("[tool.spmdcheck]\nmesh = [\"tp\"\nbogus\n")
+    (tmp_path / "pyproject.toml").write_text('[tool.spmdcheck]\nmesh = ["tp"\nbogus\n')
     (tmp_path / "bad.py").write_text(BUGGY)
     proc = run(["check", "--output-format", "json", "bad.py"], tmp_path)
     assert proc.returncode == 2
@@ -128,7 +146,8 @@ def test_user_stub_path_adds_an_op(project):
     stubs.mkdir(parents=True)
     (stubs / "__init__.pyi").write_text(
         "from spmdcheck.annotations import linear\nfrom torch import Tensor\n\n"
-        "@linear\ndef scale_free(x: Tensor) -> Tensor: ...\n")
+        "@linear\ndef scale_free(x: Tensor) -> Tensor: ...\n"
+    )
     (project / "pyproject.toml").write_text('[tool.spmdcheck]\nmesh = ["tp"]\nstub_path = ["typings"]\n')
     src = BUGGY.replace("z = F.gelu(y)", "import mylib\nz = mylib.scale_free(y)\nw = F.gelu(z)")
     (project / "use.py").write_text(src)
@@ -149,6 +168,21 @@ def test_explain_and_rules():
 
 def test_python_dash_m_and_console_script_agree(project):
     (project / "bad.py").write_text(BUGGY)
-    proc = subprocess.run(["spmdcheck", "check", "--output-format", "json", "bad.py"], cwd=project,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        ["spmdcheck", "check", "--output-format", "json", "bad.py"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 1 and json.loads(proc.stdout)["summary"]["errors"] == 1
+
+
+def test_megatron_spelling_is_offered_in_megatron_code(project):
+    src = BUGGY.replace(
+        "import spmd_types as spmd\n", "import spmd_types as spmd\nfrom megatron.core import tensor_parallel\n"
+    )
+    (project / "bad.py").write_text(src)
+    proc = run(["check", "--output-format", "json", "bad.py"], project)
+    (d,) = json.loads(proc.stdout)["diagnostics"]
+    assert "tensor_parallel.reduce_from_tensor_model_parallel_region(y)" in [s["replacement"] for s in d["suggestions"]]

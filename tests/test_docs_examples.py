@@ -1,11 +1,12 @@
 """Every code's documentation is run: the bad example reports exactly its marked lines, the fixed one nothing."""
+
 from __future__ import annotations
 
 import re
 
 import pytest
-
 from conftest import expected_diagnostics
+
 from spmdcheck.api import Settings, check_source
 from spmdcheck.diagnostics.codes import CODES
 

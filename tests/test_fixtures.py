@@ -1,11 +1,12 @@
 """Fixtures are the spec: every program's diagnostics must be exactly the ones written on its lines."""
+
 from __future__ import annotations
 
 import re
 
 import pytest
-
 from conftest import FIXTURES, expected_diagnostics
+
 from spmdcheck.api import Settings, check_source
 
 HEADER_MESH = re.compile(r"^#\s*spmdcheck:\s*mesh\s*=\s*\[([^\]]*)\]", re.MULTILINE)

@@ -8,6 +8,7 @@ einsum_rules.md section 1.3/4.1 (Vp shadow rules).
 The oracle below is written from the reference's prose only; it does not call
 the code under test.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -581,8 +582,7 @@ VP = Operand(Kind.V)  # the pending operand's primary kind is V
         ([VP, Operand(Kind.V)], [True, False], Linearity.NONLINEAR, Rule.PARTIAL_WITH_VARYING),
         ([VP, VP], [True, True], Linearity.MULTILINEAR, Rule.PARTIAL_SEVERAL_FACTORS),
         ([VP, VP], [True, True], Linearity.NONLINEAR, Rule.PARTIAL_NONLINEAR),
-        ([Operand(Kind.R), Operand(Kind.V, divisor=True)], [False, True], Linearity.MULTILINEAR,
-         Rule.PARTIAL_DIVISOR),
+        ([Operand(Kind.R), Operand(Kind.V, divisor=True)], [False, True], Linearity.MULTILINEAR, Rule.PARTIAL_DIVISOR),
         ([VP, Operand(Kind.I, GradState.YES)], [True, False], Linearity.MULTILINEAR, Rule.INVARIANT_MIX),
         # survivals: Vp + Vp, neg/sum/view, scale by R or a number, einsum with R operands
         ([VP, VP], [True, True], Linearity.LINEAR, Kind.P),
@@ -618,6 +618,12 @@ def test_shadow_equals_infer_on_p_substitution(pairs, lin):
     if not any(pending):
         assert got is Kind.V
         return
-    spec = [("P" if p else {Kind.R: "R", Kind.I: "I", Kind.V: "V", Kind.P: "P", SCALAR: "s"}[o.kind],
-             o.grad.name, o.divisor) for o, p in pairs]
+    spec = [
+        (
+            "P" if p else {Kind.R: "R", Kind.I: "I", Kind.V: "V", Kind.P: "P", SCALAR: "s"}[o.kind],
+            o.grad.name,
+            o.divisor,
+        )
+        for o, p in pairs
+    ]
     assert normalize(got) == oracle(spec, lin.value)

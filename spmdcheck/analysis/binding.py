@@ -1,4 +1,5 @@
 """Bind call arguments to a stub signature, and collect the operands of an op."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -125,7 +126,11 @@ def _flatten(value: Value, node: cst.BaseExpression, role: ParamRole) -> list[tu
     if role is ParamRole.TENSORS:
         if isinstance(value, Seq):
             elements = getattr(node, "elements", None)
-            nodes = [e.value for e in elements] if elements and len(elements) == len(value.items) else [node] * len(value.items)
+            nodes = (
+                [e.value for e in elements]
+                if elements and len(elements) == len(value.items)
+                else [node] * len(value.items)
+            )
             return list(zip(value.items, nodes))
         if isinstance(value, Homogeneous):
             return [(value.item, node)]

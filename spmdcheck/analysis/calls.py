@@ -1,4 +1,5 @@
 """Call dispatch: from a callee value to the rule that types it, and calls into the file's own functions."""
+
 from __future__ import annotations
 
 import itertools
@@ -45,7 +46,7 @@ def _default_tensor_rule(qualname: str, method: bool) -> OpRule:
     return OpRule(qualname=qualname, params=params, linearity=Linearity.NONLINEAR)
 
 
-def dispatch(interp: "Interpreter", func: Value, args: list[Arg], node: cst.Call) -> Value:
+def dispatch(interp: Interpreter, func: Value, args: list[Arg], node: cst.Call) -> Value:
     if isinstance(func, ModuleRef):
         qual = interp.ctx.registry.resolve_alias(func.qualname)
         rule = interp.ctx.registry.lookup(qual)
@@ -58,8 +59,14 @@ def dispatch(interp: "Interpreter", func: Value, args: list[Arg], node: cst.Call
         return apply_rule(interp, rule, args, node)
     if isinstance(func, BoundMethod):
         if isinstance(func.receiver, (TensorValue, Alternatives)):
-            return call_method(interp, func.receiver, func.qualname, args, node,
-                               receiver_node=node.func.value if isinstance(node.func, cst.Attribute) else node)
+            return call_method(
+                interp,
+                func.receiver,
+                func.qualname,
+                args,
+                node,
+                receiver_node=node.func.value if isinstance(node.func, cst.Attribute) else node,
+            )
         rule = interp.ctx.registry.lookup(func.qualname)
         if rule is None:
             return UNKNOWN
@@ -79,13 +86,14 @@ def _unknown_call(args: list[Arg]) -> Value:
     return UNKNOWN
 
 
-def call_method(interp: "Interpreter", receiver: Value, qualname: str, args: list[Arg], node: cst.CSTNode,
-                receiver_node: cst.CSTNode) -> Value:
+def call_method(
+    interp: Interpreter, receiver: Value, qualname: str, args: list[Arg], node: cst.CSTNode, receiver_node: cst.CSTNode
+) -> Value:
     rule = interp.ctx.registry.lookup(qualname) or _default_tensor_rule(qualname, True)
     return apply_rule(interp, rule, [(None, receiver, receiver_node), *args], node)  # type: ignore[list-item]
 
 
-def apply_rule(interp: "Interpreter", rule: OpRule, args: list[Arg], node: cst.CSTNode) -> Value:
+def apply_rule(interp: Interpreter, rule: OpRule, args: list[Arg], node: cst.CSTNode) -> Value:
     """Expand variables that differ by branch, then type the call once per combination."""
     alt_positions = [i for i, (_, v, _) in enumerate(args) if isinstance(v, Alternatives)]
     if not alt_positions:
@@ -108,25 +116,21 @@ def apply_rule(interp: "Interpreter", rule: OpRule, args: list[Arg], node: cst.C
         interp.ctx._seen = saved_seen
         results.append((result, path))
     _merge_branch_findings(interp, captured, [p for _, p in results])
-    value = results[0][0]
-    for result, path in results[1:]:
-        value = _join_paths(value, result)
     if all(isinstance(r, TensorValue) for r, _ in results):
-        distinct = []
+        distinct: list[tuple[Value, tuple]] = []
         for r, p in results:
             if not any(r == d for d, _ in distinct):
                 distinct.append((r, p))
         if len(distinct) > 1:
             return Alternatives(tuple(distinct))  # type: ignore[arg-type]
         return distinct[0][0]
+    value = results[0][0]
+    for result, _ in results[1:]:
+        value = value if value == result else join(value, result)
     return value
 
 
-def _join_paths(a: Value, b: Value) -> Value:
-    return a if a == b else join(a, b)
-
-
-def _merge_branch_findings(interp: "Interpreter", captured: list[list[Finding]], paths: list[tuple]) -> None:
+def _merge_branch_findings(interp: Interpreter, captured: list[list[Finding]], paths: list[tuple]) -> None:
     """A finding in every combination is unconditional; one in some names the branches."""
     keys: dict[tuple, list[int]] = {}
     first: dict[tuple, Finding] = {}
@@ -142,7 +146,7 @@ def _merge_branch_findings(interp: "Interpreter", captured: list[list[Finding]],
         interp.ctx.report(f)
 
 
-def _apply_rule(interp: "Interpreter", rule: OpRule, args: list[Arg], node: cst.CSTNode) -> Value:
+def _apply_rule(interp: Interpreter, rule: OpRule, args: list[Arg], node: cst.CSTNode) -> Value:
     bound = bind(rule, args)
     if rule.context is not None:
         payload = bound.get(rule.params[0].name) if rule.params else None
@@ -187,7 +191,7 @@ def _apply_rule(interp: "Interpreter", rule: OpRule, args: list[Arg], node: cst.
     return ops.apply_op(interp, rule, bound, node)
 
 
-def _mesh_of(interp: "Interpreter", value: Value | None) -> Value:
+def _mesh_of(interp: Interpreter, value: Value | None) -> Value:
     from spmdcheck.analysis.values import DictValue
 
     if isinstance(value, MeshValue):
@@ -201,7 +205,7 @@ def _mesh_of(interp: "Interpreter", value: Value | None) -> Value:
     return UNKNOWN
 
 
-def _factory(interp: "Interpreter", rule: OpRule, bound, args: list[Arg], node: cst.CSTNode) -> Value:
+def _factory(interp: Interpreter, rule: OpRule, bound, args: list[Arg], node: cst.CSTNode) -> Value:
     requires = bound.literal(rule, "requires_grad") is True
     grad = GradState.YES if requires and interp.grad_enabled else GradState.NO
     kind = rule.factory
@@ -210,8 +214,10 @@ def _factory(interp: "Interpreter", rule: OpRule, bound, args: list[Arg], node: 
         source = next((v for _, v, _ in args if isinstance(v, TensorValue)), None)
         if source is None:
             return TensorValue(SpmdType(), grad, None)
-        plain = SpmdType({a: AxisType(t.kind, shard=t.shard) for a, t in source.type.items() if t.kind is not Kind.P}
-                         | {a: AxisType(Kind.R) for a, t in source.type.items() if t.kind is Kind.P})
+        plain = SpmdType(
+            {a: AxisType(t.kind, shard=t.shard) for a, t in source.type.items() if t.kind is not Kind.P}
+            | {a: AxisType(Kind.R) for a, t in source.type.items() if t.kind is Kind.P}
+        )
         return TensorValue(plain if rule.linearity is Linearity.NONLINEAR else source.type, grad, source.rank)
     if kind == "new":
         return interp.factory_tensor(rank, grad, typed=True)
@@ -249,13 +255,19 @@ def python_arith(left: Value, right: Value, dunder: str) -> Value:
 
 
 # ---------------------------------------------------------------- subscripts
-def getitem(interp: "Interpreter", base: Value, node: cst.Subscript) -> Value:
-    index_values = [interp.eval(el.slice.value) if isinstance(el.slice, cst.Index) else _eval_slice(interp, el.slice)
-                    for el in node.slice]
+def getitem(interp: Interpreter, base: Value, node: cst.Subscript) -> Value:
+    index_values = [
+        interp.eval(el.slice.value) if isinstance(el.slice, cst.Index) else _eval_slice(interp, el.slice)
+        for el in node.slice
+    ]
     if isinstance(base, (TensorValue, Alternatives)):
         return _tensor_getitem(interp, base, node, index_values)
-    if isinstance(base, Seq) and len(index_values) == 1 and isinstance(index_values[0], Literal) \
-            and isinstance(index_values[0].value, int):
+    if (
+        isinstance(base, Seq)
+        and len(index_values) == 1
+        and isinstance(index_values[0], Literal)
+        and isinstance(index_values[0].value, int)
+    ):
         i = index_values[0].value
         if -len(base.items) <= i < len(base.items):
             return base.items[i]
@@ -271,7 +283,7 @@ def getitem(interp: "Interpreter", base: Value, node: cst.Subscript) -> Value:
     return UNKNOWN
 
 
-def _eval_slice(interp: "Interpreter", s: cst.BaseSlice) -> Value:
+def _eval_slice(interp: Interpreter, s: cst.BaseSlice) -> Value:
     if isinstance(s, cst.Slice):
         for part in (s.lower, s.upper, s.step):
             if part is not None:
@@ -280,7 +292,7 @@ def _eval_slice(interp: "Interpreter", s: cst.BaseSlice) -> Value:
     return UNKNOWN
 
 
-def _tensor_getitem(interp: "Interpreter", base: Value, node: cst.Subscript, index: list[Value]) -> Value:
+def _tensor_getitem(interp: Interpreter, base: Value, node: cst.Subscript, index: list[Value]) -> Value:
     """Basic indexing is linear (a deliberate difference); boolean/advanced indexing is not."""
     advanced = any(isinstance(v, (TensorValue, Alternatives, Seq)) for v in index)
     qual = "torch.Tensor.__getitem__"
@@ -324,12 +336,15 @@ def _index_layout(base: Value, result: TensorValue, index: list[Value]) -> Tenso
             new_pos += 1
         else:
             kept = new_pos + (shard - pos)
-        axes[axis] = AxisType(Kind.V, shard=kept, pending=t.pending) if t.pending is None or kept is None else \
-            AxisType(Kind.V, pending=t.pending)
+        axes[axis] = (
+            AxisType(Kind.V, shard=kept, pending=t.pending)
+            if t.pending is None or kept is None
+            else AxisType(Kind.V, pending=t.pending)
+        )
     return TensorValue(SpmdType(axes), result.grad, None)
 
 
-def setitem(interp: "Interpreter", target: cst.Subscript, value: Value, value_node: cst.CSTNode | None) -> None:
+def setitem(interp: Interpreter, target: cst.Subscript, value: Value, value_node: cst.CSTNode | None) -> None:
     """`x[i] = y` mutates x: checked like an in-place op (a deliberate difference from spmd_types)."""
     base = interp.eval(target.value)
     for el in target.slice:
@@ -348,7 +363,7 @@ def setitem(interp: "Interpreter", target: cst.Subscript, value: Value, value_no
 
 
 # ---------------------------------------------------------------- annotations
-def _annotation_subscript(interp: "Interpreter", base: ModuleRef, node: cst.Subscript) -> Value:
+def _annotation_subscript(interp: Interpreter, base: ModuleRef, node: cst.Subscript) -> Value:
     return UNKNOWN
 
 
@@ -359,7 +374,7 @@ class Decorations:
     out_types: Value | None = None
 
 
-def function_decorations(interp: "Interpreter", fn: cst.FunctionDef) -> Decorations:
+def function_decorations(interp: Interpreter, fn: cst.FunctionDef) -> Decorations:
     decor = Decorations()
     for dec in fn.decorators:
         expr = dec.decorator
@@ -389,7 +404,7 @@ def function_decorations(interp: "Interpreter", fn: cst.FunctionDef) -> Decorati
     return decor
 
 
-def annotation_type(interp: "Interpreter", ann: cst.BaseExpression) -> dict[str, AxisType] | None:
+def annotation_type(interp: Interpreter, ann: cst.BaseExpression) -> dict[str, AxisType] | None:
     """`Annotated[Tensor, {"tp": V}]`, `Annotated[Tensor, "tp: V"]` or `Local["tp: V"]` -> axes; else None."""
     if isinstance(ann, cst.SimpleString) or isinstance(ann, cst.ConcatenatedString):
         try:
@@ -422,7 +437,7 @@ def annotation_type(interp: "Interpreter", ann: cst.BaseExpression) -> dict[str,
     return None
 
 
-def _metadata_type(interp: "Interpreter", meta: cst.BaseExpression) -> dict[str, AxisType] | None:
+def _metadata_type(interp: Interpreter, meta: cst.BaseExpression) -> dict[str, AxisType] | None:
     value = interp.eval(meta)
     from spmdcheck.analysis.values import DictValue
 
@@ -442,20 +457,24 @@ def _metadata_type(interp: "Interpreter", meta: cst.BaseExpression) -> dict[str,
     return None
 
 
-def _check_axes(interp: "Interpreter", axes: dict[str, AxisType], node: cst.CSTNode) -> dict[str, AxisType]:
+def _check_axes(interp: Interpreter, axes: dict[str, AxisType], node: cst.CSTNode) -> dict[str, AxisType]:
     known = interp.ctx.known_axes
     out = {}
     for axis, t in axes.items():
         if known and axis not in known:
-            interp.report(Finding("SPMD003", node, f"unknown mesh axis {axis!r}; the mesh in scope has "
-                                                   f"{', '.join(sorted(known))}"))
+            interp.report(
+                Finding(
+                    "SPMD003", node, f"unknown mesh axis {axis!r}; the mesh in scope has {', '.join(sorted(known))}"
+                )
+            )
             continue
         out[axis] = t
     return out
 
 
-def parameter_values(interp: "Interpreter", fn: cst.FunctionDef, decor: Decorations,
-                     args: list[Arg] | None) -> list[tuple[str, Value]]:
+def parameter_values(
+    interp: Interpreter, fn: cst.FunctionDef, decor: Decorations, args: list[Arg] | None
+) -> list[tuple[str, Value]]:
     """Parameters' values: the call's arguments when inlining, checked against annotations."""
     params = list(fn.params.posonly_params) + list(fn.params.params)
     kwonly = list(fn.params.kwonly_params)
@@ -488,9 +507,16 @@ def parameter_values(interp: "Interpreter", fn: cst.FunctionDef, decor: Decorati
                 checked = check_declared(interp, value, declared, given[1], "SPMD403", f"argument `{name}`")
                 # like mypy: past a reported mismatch, the body sees the declared type
                 if isinstance(checked, TensorValue):
-                    checked = TensorValue(SpmdType({**checked.type, **{a: t for a, t in declared.items()
-                                                                         if checked.type.get(a, t).kind is not t.kind}}),
-                                          checked.grad, checked.rank)
+                    checked = TensorValue(
+                        SpmdType(
+                            {
+                                **checked.type,
+                                **{a: t for a, t in declared.items() if checked.type.get(a, t).kind is not t.kind},
+                            }
+                        ),
+                        checked.grad,
+                        checked.rank,
+                    )
                 value = checked
         out.append((name, value))
     if isinstance(fn.params.star_arg, cst.Param):
@@ -500,8 +526,9 @@ def parameter_values(interp: "Interpreter", fn: cst.FunctionDef, decor: Decorati
     return out
 
 
-def check_declared(interp: "Interpreter", value: Value, declared: dict[str, AxisType], node: cst.CSTNode,
-                   code: str, what: str) -> Value:
+def check_declared(
+    interp: Interpreter, value: Value, declared: dict[str, AxisType], node: cst.CSTNode, code: str, what: str
+) -> Value:
     if isinstance(value, Alternatives):
         options = []
         for t, path in value.options:
@@ -517,8 +544,9 @@ def check_declared(interp: "Interpreter", value: Value, declared: dict[str, Axis
     return value
 
 
-def check_returns(interp: "Interpreter", fn: cst.FunctionDef, decor: Decorations,
-                  returns: list[tuple[Value, cst.CSTNode]]) -> Value:
+def check_returns(
+    interp: Interpreter, fn: cst.FunctionDef, decor: Decorations, returns: list[tuple[Value, cst.CSTNode]]
+) -> Value:
     declared = annotation_type(interp, fn.returns.annotation) if fn.returns is not None else None
     if declared is None and decor.out_types is not None:
         try:
@@ -537,7 +565,7 @@ def check_returns(interp: "Interpreter", fn: cst.FunctionDef, decor: Decorations
     return TensorValue(SpmdType(declared), GradState.UNKNOWN, None)
 
 
-def call_function(interp: "Interpreter", func: FunctionValue, args: list[Arg], node: cst.Call) -> Value:
+def call_function(interp: Interpreter, func: FunctionValue, args: list[Arg], node: cst.Call) -> Value:
     """Inline a call to a function of this file: its body is checked with the argument types."""
     fn = func.node
     if fn in interp.inline_stack or len(interp.inline_stack) >= interp.ctx.options.max_inline_depth:
@@ -561,5 +589,18 @@ def call_function(interp: "Interpreter", func: FunctionValue, args: list[Arg], n
         interp.frame, interp.grad_enabled, interp.mesh, interp.checking = saved
 
 
-__all__ = ["dispatch", "call_method", "apply_rule", "getitem", "setitem", "annotation_type", "check_declared",
-           "check_returns", "function_decorations", "parameter_values", "python_arith", "TypeValue", "ContextValue"]
+__all__ = [
+    "dispatch",
+    "call_method",
+    "apply_rule",
+    "getitem",
+    "setitem",
+    "annotation_type",
+    "check_declared",
+    "check_returns",
+    "function_decorations",
+    "parameter_values",
+    "python_arith",
+    "TypeValue",
+    "ContextValue",
+]

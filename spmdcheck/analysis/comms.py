@@ -1,4 +1,5 @@
 """Collectives and conversions: spmd_types calls, library mappings, raw torch.distributed."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -24,7 +25,6 @@ from spmdcheck.rules.model import (
     OpRule,
     RawCollectiveRule,
     Transition,
-    transition_key,
 )
 
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ def letter(t: AxisType) -> str:
     return "S" if t.kind is Kind.V and t.shard is not None else t.kind.value
 
 
-def resolve_axis(interp: "Interpreter", value: Value | None, node: cst.CSTNode | None) -> str | None:
+def resolve_axis(interp: Interpreter, value: Value | None, node: cst.CSTNode | None) -> str | None:
     """The axis a collective acts on; an unknown axis name is reported (SPMD003)."""
     if value is None:
         return None
@@ -47,19 +47,20 @@ def resolve_axis(interp: "Interpreter", value: Value | None, node: cst.CSTNode |
     known = interp.ctx.known_axes
     if known and name not in known:
         where = node if node is not None else value
-        interp.report(Finding("SPMD003", where, f"unknown mesh axis {name!r}; the mesh in scope has "
-                                                f"{', '.join(sorted(known))}"))
+        interp.report(
+            Finding("SPMD003", where, f"unknown mesh axis {name!r}; the mesh in scope has {', '.join(sorted(known))}")
+        )
         return None
     return name
 
 
-def default_group_axis(interp: "Interpreter") -> str | None:
+def default_group_axis(interp: Interpreter) -> str | None:
     """`group=None` is the default group: the mesh itself when it has one axis."""
     mesh = interp.mesh or tuple(sorted(interp.ctx.known_axes))
     return mesh[0] if len(mesh) == 1 else None
 
 
-def _type_arg(interp: "Interpreter", bound: Bound, name: str, default: str | None, node: cst.CSTNode) -> AxisType | None:
+def _type_arg(interp: Interpreter, bound: Bound, name: str, default: str | None, node: cst.CSTNode) -> AxisType | None:
     from spmdcheck.rules.typespec import parse_axis_type
 
     value = bound.get(name)
@@ -70,7 +71,7 @@ def _type_arg(interp: "Interpreter", bound: Bound, name: str, default: str | Non
     return None
 
 
-def apply_collective(interp: "Interpreter", rule: OpRule, bound: Bound, node: cst.CSTNode) -> Value:
+def apply_collective(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.CSTNode) -> Value:
     coll = rule.collective
     assert coll is not None
     x = bound.get(coll.tensor_param)
@@ -84,12 +85,23 @@ def apply_collective(interp: "Interpreter", rule: OpRule, bound: Bound, node: cs
         return _untyped_like(x)
     if not _transition_ok(interp, coll, src, dst, expert, node, api):
         return _untyped_like(x)
-    return transition(interp, api, x, x_node, axis, src, dst, node, implicit_partial=coll.implicit_partial,
-                      inplace=bound.literal(rule, "inplace") is True)
+    return transition(
+        interp,
+        api,
+        x,
+        x_node,
+        axis,
+        src,
+        dst,
+        node,
+        implicit_partial=coll.implicit_partial,
+        inplace=bound.literal(rule, "inplace") is True,
+    )
 
 
-def _transition_ok(interp: "Interpreter", coll: CollectiveRule, src: AxisType, dst: AxisType, expert: bool,
-                   node: cst.CSTNode, api: str) -> bool:
+def _transition_ok(
+    interp: Interpreter, coll: CollectiveRule, src: AxisType, dst: AxisType, expert: bool, node: cst.CSTNode, api: str
+) -> bool:
     s, d = letter(src), letter(dst)
     if coll.family == "collective":
         bad = []
@@ -113,8 +125,11 @@ def _transition_ok(interp: "Interpreter", coll: CollectiveRule, src: AxisType, d
     if pair in coll.expert:
         if expert:
             return True
-        interp.report(Finding("SPMD304", node, f"`{api}(src={src}, dst={dst})` needs expert_mode=True: "
-                                               f"{_expert_reason(api, s, d)}"))
+        interp.report(
+            Finding(
+                "SPMD304", node, f"`{api}(src={src}, dst={dst})` needs expert_mode=True: {_expert_reason(api, s, d)}"
+            )
+        )
         return False
     if coll.allowed is None or pair in coll.allowed:
         return True
@@ -127,7 +142,7 @@ def _transition_ok(interp: "Interpreter", coll: CollectiveRule, src: AxisType, d
 def _expert_reason(api: str, s: str, d: str) -> str:
     reasons = {
         ("R", "I"): "it makes a Replicate value Invariant, which forward code rarely wants (it is the backward "
-                    "of convert(I, P))",
+        "of convert(I, P))",
         ("I", "P"): "it keeps the value on rank 0 only and zeros the others",
         ("V", "P"): "it places each rank's block into zeros",
         ("S", "P"): "it places each rank's block into zeros",
@@ -138,34 +153,51 @@ def _expert_reason(api: str, s: str, d: str) -> str:
     return reasons.get((s, d), f"{api} from {s} to {d} is an expert-only transition")
 
 
-def transition(interp: "Interpreter", api: str, x: Value | None, x_node: cst.CSTNode | None, axis: str | None,
-               src: AxisType, dst: AxisType, node: cst.CSTNode, *, implicit_partial: bool,
-               inplace: bool = False, raw: bool = False) -> Value:
+def transition(
+    interp: Interpreter,
+    api: str,
+    x: Value | None,
+    x_node: cst.CSTNode | None,
+    axis: str | None,
+    src: AxisType,
+    dst: AxisType,
+    node: cst.CSTNode,
+    *,
+    implicit_partial: bool,
+    inplace: bool = False,
+) -> Value:
     """Check the input against src on the axis, and give the output (dst on the axis, the rest copied)."""
     if not isinstance(x, TensorValue):
-        return UNKNOWN if x is None else TensorValue() if isinstance(x, TensorValue) else UNKNOWN
+        return UNKNOWN
     if axis is None:
-        # the axis is not known statically: the output keeps nothing we could trust on any axis
+        # the axis is not known statically: nothing about the output can be trusted on any axis
         return TensorValue(SpmdType(), x.grad, None)
     actual = x.type.get(axis)
     operand = interp.ctx.code_of(x_node) if x_node is not None else "the input"
     if actual is None:
         if interp.ctx.options.strict:
-            interp.report(Finding("SPMD307", node, f"`{api}`: `{operand}` has no type on axis {axis!r}; "
-                                                   f"annotate it with assert_type first"))
+            interp.report(
+                Finding(
+                    "SPMD307",
+                    node,
+                    f"`{api}`: `{operand}` has no type on axis {axis!r}; annotate it with assert_type first",
+                )
+            )
     else:
         _check_src(interp, api, x, actual, src, axis, operand, node, implicit_partial, x_node)
-    out_t = dst if not (dst.kind is Kind.V and dst.shard is None and actual is not None and api == "all_to_all") \
-        else dst
-    if actual is not None and actual.kind is Kind.V and src.kind is Kind.V and dst.kind is Kind.V \
-            and api in ("convert", "reinterpret", "redistribute") and src.shard is None and dst.shard is None:
-        out_t = AxisType(Kind.V, shard=actual.shard)
+    out = dst
+    if (
+        actual is not None
+        and actual.kind is Kind.V
+        and dst.kind is Kind.V
+        and dst.shard is None
+        and src.kind is Kind.V
+        and src.shard is None
+        and api in ("convert", "reinterpret", "redistribute")
+    ):
+        out = AxisType(Kind.V, shard=actual.shard)  # a no-op V -> V keeps the layout it had
     rank = _rank_after(api, x.rank, src, dst)
-    new_type = x.type.with_axis(axis, AxisType(out_t.kind, shard=_norm_shard(out_t.shard, rank)))
-    grad = x.grad if not raw else x.grad
-    if dst.kind is Kind.R and api in ("all_reduce",) and raw:
-        grad = x.grad
-    result = TensorValue(new_type, grad, rank)
+    result = TensorValue(x.type.with_axis(axis, AxisType(out.kind, shard=_norm_shard(out.shard, rank))), x.grad, rank)
     if inplace:
         interp.rebind(x_node, result)
     return result
@@ -189,25 +221,48 @@ def _rank_after(api: str, rank: int | None, src: AxisType, dst: AxisType) -> int
     return rank
 
 
-def _check_src(interp: "Interpreter", api: str, x: TensorValue, actual: AxisType, src: AxisType, axis: str,
-               operand: str, node: cst.CSTNode, implicit_partial: bool, x_node: cst.CSTNode | None) -> None:
+def _check_src(
+    interp: Interpreter,
+    api: str,
+    x: TensorValue,
+    actual: AxisType,
+    src: AxisType,
+    axis: str,
+    operand: str,
+    node: cst.CSTNode,
+    implicit_partial: bool,
+    x_node: cst.CSTNode | None,
+) -> None:
     a, s = actual.kind, src.kind
     ok = a is s or (s is Kind.P and a is Kind.V and implicit_partial)
     if not ok and {a, s} == {Kind.R, Kind.I} and x.grad is GradState.NO:
         ok = True  # 0.3.1: R and I stand for each other on a value that never gets a gradient
     if not ok:
         if s is Kind.P and a in (Kind.R, Kind.I):
-            interp.report(Finding("SPMD302", node, f"`{api}` expects a Partial on axis {axis!r} but `{operand}` is "
-                                                   f"{actual}: it is already reduced, and reducing again multiplies "
-                                                   f"it by the axis size"))
+            interp.report(
+                Finding(
+                    "SPMD302",
+                    node,
+                    f"`{api}` expects a Partial on axis {axis!r} but `{operand}` is "
+                    f"{actual}: it is already reduced, and reducing again multiplies "
+                    f"it by the axis size",
+                )
+            )
         else:
             suggestions = []
             if s is Kind.P and a is Kind.V and not implicit_partial:
-                suggestions.append(Suggestion(
-                    "declare the local values as summands first",
-                    render_fix_call(interp, "reinterpret", operand, axis, "V", "P"), x_node))
-            interp.report(Finding("SPMD301", node, f"`{api}` expects {src} on axis {axis!r} but `{operand}` is "
-                                                   f"{actual}", suggestions))
+                suggestions.append(
+                    Suggestion(
+                        "declare the local values as summands first",
+                        render_fix_call(interp, "reinterpret", operand, axis, "V", "P"),
+                        x_node,
+                    )
+                )
+            interp.report(
+                Finding(
+                    "SPMD301", node, f"`{api}` expects {src} on axis {axis!r} but `{operand}` is {actual}", suggestions
+                )
+            )
         return
     # the tracked shard dim must be the one the collective names
     if src.shard is not None and actual.kind is Kind.V and actual.shard is not None:
@@ -215,21 +270,30 @@ def _check_src(interp: "Interpreter", api: str, x: TensorValue, actual: AxisType
         comparable = x.rank is not None or (src.shard >= 0) == (actual.shard >= 0)
         if comparable and want != have:
             right = f"S({actual.shard})"
-            interp.report(Finding(
-                "SPMD305", node,
-                f"`{api}` gathers/splits dim {src.shard} (src={src}) but `{operand}` is sharded on dim "
-                f"{actual.shard} on axis {axis!r}: the blocks would be concatenated along the wrong dim",
-                [Suggestion(f"use src={right}", type_spelling(interp, right))],
-            ))
+            interp.report(
+                Finding(
+                    "SPMD305",
+                    node,
+                    f"`{api}` gathers/splits dim {src.shard} (src={src}) but `{operand}` is sharded on dim "
+                    f"{actual.shard} on axis {axis!r}: the blocks would be concatenated along the wrong dim",
+                    [Suggestion(f"use src={right}", type_spelling(interp, right))],
+                )
+            )
     if actual.is_pending and not (s is Kind.P or api in ("all_reduce", "reduce_scatter")):
-        interp.report(Finding(
-            "SPMD201", node,
-            f"`{operand}` is a per-rank partial sum on axis {axis!r} (from the sharded contraction at "
-            f"{{site:{actual.pending.ref}}}) and reaches `{api}` before it is reduced",  # type: ignore[union-attr]
-            [Suggestion("reduce it instead", render_fix_call(interp, "all_reduce", operand, axis, "V", "R"),
-                        x_node)],
-            severity="warning",
-        ))
+        interp.report(
+            Finding(
+                "SPMD201",
+                node,
+                f"`{operand}` is a per-rank partial sum on axis {axis!r} (from the sharded contraction at "
+                f"{{site:{actual.pending.ref}}}) and reaches `{api}` before it is reduced",  # type: ignore[union-attr]
+                [
+                    Suggestion(
+                        "reduce it instead", render_fix_call(interp, "all_reduce", operand, axis, "V", "R"), x_node
+                    )
+                ],
+                severity="warning",
+            )
+        )
 
 
 def _untyped_like(x: Value | None) -> Value:
@@ -238,7 +302,7 @@ def _untyped_like(x: Value | None) -> Value:
     return UNKNOWN
 
 
-def apply_mapping(interp: "Interpreter", rule: OpRule, bound: Bound, node: cst.CSTNode) -> Value:
+def apply_mapping(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.CSTNode) -> Value:
     """A library function that is one spmd_types collective (Megatron mappings)."""
     chosen: MappingRule | None = None
     for m in rule.mappings:
@@ -259,11 +323,12 @@ def apply_mapping(interp: "Interpreter", rule: OpRule, bound: Bound, node: cst.C
         axis = chosen.axis if (not interp.ctx.known_axes or chosen.axis in interp.ctx.known_axes) else None
     else:
         axis = default_group_axis(interp)
-    return transition(interp, chosen.op, x, x_node, axis, chosen.src, chosen.dst, node,
-                      implicit_partial=chosen.op in REDUCING)
+    return transition(
+        interp, chosen.op, x, x_node, axis, chosen.src, chosen.dst, node, implicit_partial=chosen.op in REDUCING
+    )
 
 
-def apply_raw(interp: "Interpreter", rule: OpRule, bound: Bound, node: cst.CSTNode) -> Value:
+def apply_raw(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.CSTNode) -> Value:
     raw: RawCollectiveRule = rule.raw  # type: ignore[assignment]
     x = bound.get(raw.input)
     x_node = bound.node(raw.input)
@@ -277,25 +342,46 @@ def apply_raw(interp: "Interpreter", rule: OpRule, bound: Bound, node: cst.CSTNo
         operand = interp.ctx.code_of(x_node) if x_node is not None else "the input"
         suggestions = []
         if axis is not None and "all_reduce" in rule.qualname:
-            suggestions.append(Suggestion("use the autograd-aware collective",
-                                          render_fix_call(interp, "all_reduce", operand, axis, "P", "R"), None))
+            suggestions.append(
+                Suggestion(
+                    "use the autograd-aware collective",
+                    render_fix_call(interp, "all_reduce", operand, axis, "P", "R"),
+                    None,
+                )
+            )
             meg = megatron_spelling(interp, "all_reduce", "P", "I", axis, operand)
             if meg:
                 suggestions.append(Suggestion("Megatron spelling (all-reduce forward, identity backward)", meg, None))
-        interp.report(Finding("SPMD306", node, f"`{name}` on `{operand}`, which needs grad: raw torch.distributed "
-                                               f"collectives have no backward, so its gradient is silently wrong",
-                              suggestions))
+        interp.report(
+            Finding(
+                "SPMD306",
+                node,
+                f"`{name}` on `{operand}`, which needs grad: raw torch.distributed "
+                f"collectives have no backward, so its gradient is silently wrong",
+                suggestions,
+            )
+        )
     if not isinstance(x, TensorValue):
         return UNKNOWN
-    dst_letter = sorted(raw.dst)[0] if raw.dst else "R"
+    # R before I: a raw gather's output is most often used per rank (Replicate)
+    dst_letter = next((x for x in ("R", "I", "V", "P", "S") if x in raw.dst), "R")
     dst = AxisType(Kind.V) if dst_letter in ("V", "S") else AxisType(Kind(dst_letter))
-    result: Value = x
     if axis is not None and axis in x.type and "*" not in raw.src:
         actual = x.type[axis]
         if letter(actual) not in raw.src and not (actual.kind is Kind.V and "V" in raw.src):
             src_kind = Kind(sorted(raw.src)[0]) if sorted(raw.src)[0] in "RIVP" else Kind.V
-            _check_src(interp, name, x, actual, AxisType(src_kind), axis,
-                       interp.ctx.code_of(x_node) if x_node is not None else "the input", node, False, x_node)
+            _check_src(
+                interp,
+                name,
+                x,
+                actual,
+                AxisType(src_kind),
+                axis,
+                interp.ctx.code_of(x_node) if x_node is not None else "the input",
+                node,
+                False,
+                x_node,
+            )
     if axis is not None:
         new = TensorValue(x.type.with_axis(axis, dst), x.grad, x.rank)
     else:
@@ -312,5 +398,4 @@ def apply_raw(interp: "Interpreter", rule: OpRule, bound: Bound, node: cst.CSTNo
     if raw.mutates:
         interp.rebind(x_node, new)
         return Literal(None)
-    result = new
-    return result
+    return new

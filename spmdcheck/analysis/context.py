@@ -1,4 +1,5 @@
 """State shared by one file's analysis: rules, options, sites, findings, the mesh in scope."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -1,4 +1,5 @@
 """Analyse one parsed module: build the context, run the interpreter, return findings."""
+
 from __future__ import annotations
 
 import libcst as cst
@@ -9,8 +10,9 @@ from spmdcheck.analysis.interpreter import Interpreter
 from spmdcheck.rules.stubs import Registry
 
 
-def analyze_module(module: cst.Module, registry: Registry, options: Options,
-                   extra_axes: set[str] | frozenset[str] = frozenset()) -> FileContext:
+def analyze_module(
+    module: cst.Module, registry: Registry, options: Options, extra_axes: set[str] | frozenset[str] = frozenset()
+) -> FileContext:
     ctx = FileContext(registry=registry, options=options, module=module)
     ctx.known_axes.update(options.mesh)
     ctx.known_axes.update(extra_axes)

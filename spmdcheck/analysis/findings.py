@@ -1,4 +1,5 @@
 """What the analysis produces: findings tied to CST nodes, rendered later with positions."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

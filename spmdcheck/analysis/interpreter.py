@@ -4,10 +4,11 @@ It walks the libcst tree once per scope (module body, each function body,
 and function bodies again when inlined at a call with typed arguments), and
 delegates every call to `calls.dispatch`, which reads the rule registry.
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Iterator, Sequence
 
 import libcst as cst
 
@@ -36,19 +37,37 @@ from spmdcheck.lattice import AxisType, GradState, Kind, SpmdType
 from spmdcheck.rules.model import Returns
 
 _BINOP_DUNDER = {
-    cst.Add: "__add__", cst.Subtract: "__sub__", cst.Multiply: "__mul__", cst.Divide: "__truediv__",
-    cst.MatrixMultiply: "__matmul__", cst.Power: "__pow__", cst.FloorDivide: "__floordiv__",
-    cst.Modulo: "__mod__", cst.BitAnd: "__and__", cst.BitOr: "__or__", cst.BitXor: "__xor__",
-    cst.LeftShift: "__lshift__", cst.RightShift: "__rshift__",
+    cst.Add: "__add__",
+    cst.Subtract: "__sub__",
+    cst.Multiply: "__mul__",
+    cst.Divide: "__truediv__",
+    cst.MatrixMultiply: "__matmul__",
+    cst.Power: "__pow__",
+    cst.FloorDivide: "__floordiv__",
+    cst.Modulo: "__mod__",
+    cst.BitAnd: "__and__",
+    cst.BitOr: "__or__",
+    cst.BitXor: "__xor__",
+    cst.LeftShift: "__lshift__",
+    cst.RightShift: "__rshift__",
 }
 _AUGOP_DUNDER = {
-    cst.AddAssign: "__iadd__", cst.SubtractAssign: "__isub__", cst.MultiplyAssign: "__imul__",
-    cst.DivideAssign: "__itruediv__", cst.MatrixMultiplyAssign: "__imatmul__", cst.PowerAssign: "__ipow__",
-    cst.FloorDivideAssign: "__ifloordiv__", cst.ModuloAssign: "__imod__",
+    cst.AddAssign: "__iadd__",
+    cst.SubtractAssign: "__isub__",
+    cst.MultiplyAssign: "__imul__",
+    cst.DivideAssign: "__itruediv__",
+    cst.MatrixMultiplyAssign: "__imatmul__",
+    cst.PowerAssign: "__ipow__",
+    cst.FloorDivideAssign: "__ifloordiv__",
+    cst.ModuloAssign: "__imod__",
 }
 _CMP_DUNDER = {
-    cst.LessThan: "__lt__", cst.GreaterThan: "__gt__", cst.LessThanEqual: "__le__",
-    cst.GreaterThanEqual: "__ge__", cst.Equal: "__eq__", cst.NotEqual: "__ne__",
+    cst.LessThan: "__lt__",
+    cst.GreaterThan: "__gt__",
+    cst.LessThanEqual: "__le__",
+    cst.GreaterThanEqual: "__ge__",
+    cst.Equal: "__eq__",
+    cst.NotEqual: "__ne__",
 }
 _BUILTINS = {"True": Literal(True), "False": Literal(False), "None": NONE}
 TENSOR = "torch.Tensor"
@@ -72,7 +91,7 @@ class Interpreter:
         self.checking = True  # False inside spmd.no_typecheck
         self.inline_stack: list[cst.FunctionDef] = []
         self.frame = Frame({}, {})
-        self.functions: list[tuple[cst.FunctionDef, str]] = []
+        self.functions: list[cst.FunctionDef] = []
 
     # ------------------------------------------------------------------ entry
     def run_module(self, module: cst.Module) -> None:
@@ -80,7 +99,7 @@ class Interpreter:
         self.frame.globals = self.frame.env
         self.exec_block(module.body)
         module_env = self.frame.env
-        for fn, qual in list(self.functions):
+        for fn in list(self.functions):
             self.analyze_function(fn, module_env)
 
     def analyze_function(self, fn: cst.FunctionDef, globals_: dict[str, Value]) -> None:
@@ -108,18 +127,15 @@ class Interpreter:
             for small in stmt.body:
                 self.exec_small(small, stmt)
         elif isinstance(stmt, cst.FunctionDef):
-            qual = stmt.name.value
-            self.frame.env[stmt.name.value] = FunctionValue(stmt, qual)
-            if self.frame.function is None and not self.inline_stack:
-                self.functions.append((stmt, qual))
-            elif self.frame.function is not None and not self.inline_stack:
-                self.functions.append((stmt, qual))
+            self.frame.env[stmt.name.value] = FunctionValue(stmt, stmt.name.value)
+            if not self.inline_stack:  # nested functions are checked on their own too
+                self.functions.append(stmt)
         elif isinstance(stmt, cst.ClassDef):
             self.frame.env[stmt.name.value] = UNKNOWN
             if not self.inline_stack:
                 for item in _body(stmt):
                     if isinstance(item, cst.FunctionDef):
-                        self.functions.append((item, f"{stmt.name.value}.{item.name.value}"))
+                        self.functions.append(item)
         elif isinstance(stmt, cst.If):
             self.exec_if(stmt)
         elif isinstance(stmt, (cst.For, cst.While)):
@@ -202,12 +218,14 @@ class Interpreter:
         value = self.eval(node.value)
         dunder = _AUGOP_DUNDER.get(type(node.operator))
         if isinstance(target, (TensorValue, Alternatives)) and dunder is not None:
-            result = calls.call_method(self, target, f"{TENSOR}.{dunder}", [(None, value, node.value)], node,
-                                       receiver_node=node.target)
+            result = calls.call_method(
+                self, target, f"{TENSOR}.{dunder}", [(None, value, node.value)], node, receiver_node=node.target
+            )
         elif isinstance(value, (TensorValue, Alternatives)) and dunder is not None:
             plain = dunder.replace("__i", "__r", 1)
-            result = calls.call_method(self, value, f"{TENSOR}.{plain}", [(None, target, node.target)], node,
-                                       receiver_node=node.value)
+            result = calls.call_method(
+                self, value, f"{TENSOR}.{plain}", [(None, target, node.target)], node, receiver_node=node.value
+            )
         else:
             result = UNKNOWN
         self.assign(node.target, result, node.value)
@@ -244,8 +262,10 @@ class Interpreter:
             if isinstance(node, cst.For):
                 self.assign(node.target, item, None)
             self.exec_block(_body(node))
-            merged = {n: join(before.get(n, UNKNOWN), self.frame.env.get(n, UNKNOWN), ref)
-                      for n in set(before) | set(self.frame.env)}
+            merged = {
+                n: join(before.get(n, UNKNOWN), self.frame.env.get(n, UNKNOWN), ref)
+                for n in set(before) | set(self.frame.env)
+            }
             merged = {n: _loop_widen(v) for n, v in merged.items()}
             self.frame.env = merged
             if merged == before:
@@ -391,19 +411,25 @@ class Interpreter:
         if dunder is None:
             return UNKNOWN
         if isinstance(left, (TensorValue, Alternatives)):
-            return calls.call_method(self, left, f"{TENSOR}.{dunder}", [(None, right, node.right)], node,
-                                     receiver_node=node.left)
+            return calls.call_method(
+                self, left, f"{TENSOR}.{dunder}", [(None, right, node.right)], node, receiver_node=node.left
+            )
         if isinstance(right, (TensorValue, Alternatives)):
             rdunder = "__r" + dunder[2:]
-            return calls.call_method(self, right, f"{TENSOR}.{rdunder}", [(None, left, node.left)], node,
-                                     receiver_node=node.right)
+            return calls.call_method(
+                self, right, f"{TENSOR}.{rdunder}", [(None, left, node.left)], node, receiver_node=node.right
+            )
         return calls.python_arith(left, right, dunder)
 
     def eval_UnaryOperation(self, node: cst.UnaryOperation) -> Value:
         operand = self.eval(node.expression)
         if isinstance(node.operator, cst.Minus) and isinstance(operand, (TensorValue, Alternatives)):
             return calls.call_method(self, operand, f"{TENSOR}.__neg__", [], node, receiver_node=node.expression)
-        if isinstance(node.operator, cst.Minus) and isinstance(operand, Literal) and isinstance(operand.value, (int, float)):
+        if (
+            isinstance(node.operator, cst.Minus)
+            and isinstance(operand, Literal)
+            and isinstance(operand.value, (int, float))
+        ):
             return Literal(-operand.value)
         if isinstance(operand, (TensorValue, Alternatives)) and isinstance(node.operator, cst.BitInvert):
             return calls.call_method(self, operand, f"{TENSOR}.__invert__", [], node, receiver_node=node.expression)
@@ -416,8 +442,9 @@ class Interpreter:
             right = self.eval(target.comparator)
             dunder = _CMP_DUNDER.get(type(target.operator))
             if dunder and isinstance(left, (TensorValue, Alternatives)):
-                result = calls.call_method(self, left, f"{TENSOR}.{dunder}", [(None, right, target.comparator)],
-                                           node, receiver_node=node.left)
+                result = calls.call_method(
+                    self, left, f"{TENSOR}.{dunder}", [(None, right, target.comparator)], node, receiver_node=node.left
+                )
             left = right
         return result
 
@@ -435,8 +462,11 @@ class Interpreter:
         return calls.getitem(self, base, node)
 
     def eval_Integer(self, node: cst.Integer) -> Value:
-        return Literal(int(node.value.replace("_", ""), 0) if not node.value.startswith("0") or node.value == "0"
-                       else int(node.value.replace("_", ""), 0))
+        return Literal(
+            int(node.value.replace("_", ""), 0)
+            if not node.value.startswith("0") or node.value == "0"
+            else int(node.value.replace("_", ""), 0)
+        )
 
     def eval_Float(self, node: cst.Float) -> Value:
         try:
@@ -523,6 +553,7 @@ class Interpreter:
         """A deterministic factory's result: R on every axis of the mesh in scope."""
         axes = {a: AxisType(Kind.R) for a in self.mesh} if typed else {}
         return TensorValue(SpmdType(axes), grad, rank)
+
 
 def _body(node: cst.CSTNode) -> Sequence[cst.CSTNode]:
     body = getattr(node, "body", None)

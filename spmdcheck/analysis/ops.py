@@ -1,4 +1,5 @@
 """Typing one ordinary op call: per-axis inference, einsum layouts, pending sums, in-place."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -60,12 +61,12 @@ RULE_TEXT = {
 def short_name(qualname: str) -> str:
     for prefix in ("torch.nn.functional.", "torch.Tensor.", "torch."):
         if qualname.startswith(prefix):
-            rest = qualname[len(prefix):]
+            rest = qualname[len(prefix) :]
             return {"torch.nn.functional.": "F.", "torch.Tensor.": "Tensor.", "torch.": "torch."}[prefix] + rest
     return qualname
 
 
-def describe_slot(interp: "Interpreter", slot: Slot) -> str:
+def describe_slot(interp: Interpreter, slot: Slot) -> str:
     text = interp.ctx.code_of(slot.node)
     return text if len(text) <= 40 else text[:37] + "..."
 
@@ -76,7 +77,7 @@ def axis_kind(slot: Slot, axis: str) -> AxisType | None:
     return slot.value.type.get(axis)
 
 
-def apply_op(interp: "Interpreter", rule: OpRule, bound: Bound, node: cst.CSTNode) -> Value:
+def apply_op(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.CSTNode) -> Value:
     """Type an ordinary op (not a collective) from its stub rule."""
     bias_param = rule.bias or rule.affine_bias
     slots = operand_slots(rule, bound)
@@ -169,8 +170,9 @@ def _operands(slots: list[Slot], axis: str) -> list[Operand]:
     return ops
 
 
-def _plain_axis(interp: "Interpreter", rule: OpRule, bound: Bound, present: list[Slot], axis: str,
-                node: cst.CSTNode) -> AxisType | _Failure | None:
+def _plain_axis(
+    interp: Interpreter, rule: OpRule, bound: Bound, present: list[Slot], axis: str, node: cst.CSTNode
+) -> AxisType | _Failure | None:
     if not any(s.value is not None for s in present):
         return None
     ops = _operands(present, axis)
@@ -182,8 +184,11 @@ def _plain_axis(interp: "Interpreter", rule: OpRule, bound: Bound, present: list
     if base is not Kind.V:
         return AxisType(base)
     shard_slot = next((s for s in present if s.value is not None and s.value.type[axis].shard is not None), None)
-    all_sharded = all(s.value.type[axis].shard is not None for s in present
-                      if s.value is not None and s.value.type[axis].kind is Kind.V)
+    all_sharded = all(
+        s.value.type[axis].shard is not None
+        for s in present
+        if s.value is not None and s.value.type[axis].kind is Kind.V
+    )
     shard = shard_slot.value.type[axis].shard if shard_slot is not None and all_sharded else None  # type: ignore[union-attr]
     rank = shard_slot.value.rank if shard_slot is not None and isinstance(shard_slot.value, TensorValue) else None
     if rule.dims is not None and rule.dims.name == "keep" and shard is not None:
@@ -224,8 +229,15 @@ def _rank_of(rule: OpRule, bound: Bound, slots: list[Slot]) -> int | None:
     return shapes.move(rule, bound, None, rank).rank
 
 
-def _contraction_axis(interp: "Interpreter", rule: OpRule, bound: Bound, present: list[Slot], axis: str,
-                      node: cst.CSTNode, bias_param: str | None) -> tuple[AxisType | _Failure | None, int | None]:
+def _contraction_axis(
+    interp: Interpreter,
+    rule: OpRule,
+    bound: Bound,
+    present: list[Slot],
+    axis: str,
+    node: cst.CSTNode,
+    bias_param: str | None,
+) -> tuple[AxisType | _Failure | None, int | None]:
     factors = [s for s in present if s.param != bias_param and s.value is not None]
     scalars = [s for s in present if s.value is None]
     bias = [s for s in present if s.param == bias_param and s.value is not None]
@@ -250,8 +262,9 @@ def _contraction_axis(interp: "Interpreter", rule: OpRule, bound: Bound, present
         if isinstance(product, AxisError) and scalars:
             product = infer_axis(ops, Linearity.MULTILINEAR)
         if isinstance(product, AxisError):
-            _report_axis_error(interp, product, factors, _operands(factors, axis), axis, node,
-                               Linearity.MULTILINEAR, op_name)
+            _report_axis_error(
+                interp, product, factors, _operands(factors, axis), axis, node, Linearity.MULTILINEAR, op_name
+            )
             return FAILED, None
         if outcome.issue is not None:
             _report_layout(interp, outcome.issue, factors, axis, node, op_name, eq_text)
@@ -279,14 +292,21 @@ def _contraction_axis(interp: "Interpreter", rule: OpRule, bound: Bound, present
     combo = [Operand(product.kind, GradState.UNKNOWN), Operand(bias_type.kind, bias_slot.value.grad)]  # type: ignore[union-attr]
     total = infer_axis(combo, Linearity.LINEAR)
     if isinstance(total, AxisError):
-        _report_axis_error(interp, total, [_ProductSlot(node), bias_slot], combo, axis, node,
-                           Linearity.LINEAR, op_name)
+        _report_axis_error(interp, total, [_ProductSlot(node), bias_slot], combo, axis, node, Linearity.LINEAR, op_name)
         return FAILED, rank
     if product.is_pending:
         shadow = shadow_partial_check(combo, [True, bias_type.is_pending], Linearity.LINEAR)
         if isinstance(shadow, AxisError):
-            _report_pending(interp, shadow, product.pending, axis, node, op_name + " (bias)",  # type: ignore[arg-type]
-                            [_ProductSlot(node), bias_slot], [True, bias_type.is_pending])
+            _report_pending(
+                interp,
+                shadow,
+                product.pending,
+                axis,
+                node,
+                op_name + " (bias)",  # type: ignore[arg-type]
+                [_ProductSlot(node), bias_slot],
+                [True, bias_type.is_pending],
+            )
             return AxisType(Kind.V), rank
         return product, rank
     if total is Kind.V:
@@ -302,8 +322,9 @@ class _ProductSlot(Slot):
         super().__init__(None, node, "<product>")  # type: ignore[arg-type]
 
 
-def _equation(interp: "Interpreter", rule: OpRule, bound: Bound, factors: list[Slot],
-              node: cst.CSTNode) -> tuple[einsum.Equation | None, str]:
+def _equation(
+    interp: Interpreter, rule: OpRule, bound: Bound, factors: list[Slot], node: cst.CSTNode
+) -> tuple[einsum.Equation | None, str]:
     kind = rule.contraction or ""
     if kind == "einsum":
         first = rule.params[0].name if rule.params else "equation"
@@ -322,21 +343,24 @@ def _equation(interp: "Interpreter", rule: OpRule, bound: Bound, factors: list[S
     return einsum.parse_equation(text, len(factors)), text
 
 
-def _report_missing(interp: "Interpreter", slot: Slot, axis: str, node: cst.CSTNode, op_name: str) -> None:
+def _report_missing(interp: Interpreter, slot: Slot, axis: str, node: cst.CSTNode, op_name: str) -> None:
     has = ", ".join(slot.value.type) if slot.value is not None and len(slot.value.type) else "no axes"
-    interp.report(Finding(
-        "SPMD107", node,
-        f"`{op_name}`: operand `{describe_slot(interp, slot)}` has no type on axis {axis!r} (it has {has}); "
-        f"every operand needs every mesh axis in strict mode",
-    ))
+    interp.report(
+        Finding(
+            "SPMD107",
+            node,
+            f"`{op_name}`: operand `{describe_slot(interp, slot)}` has no type on axis {axis!r} (it has {has}); "
+            f"every operand needs every mesh axis in strict mode",
+        )
+    )
 
 
-def render_fix_call(interp: "Interpreter", api: str, operand: str, axis: str, src: str, dst: str) -> str:
+def render_fix_call(interp: Interpreter, api: str, operand: str, axis: str, src: str, dst: str) -> str:
     alias = interp.ctx.spmd_alias
     return f"{alias}.{api}({operand}, {axis!r}, src={type_spelling(interp, src)}, dst={type_spelling(interp, dst)})"
 
 
-def type_spelling(interp: "Interpreter", letter: str) -> str:
+def type_spelling(interp: Interpreter, letter: str) -> str:
     """How this file can spell a type constant: `R` if imported by name, else `spmd.R`."""
     base = letter.split("(")[0]
     value = interp.frame.globals.get(base) or interp.frame.env.get(base)
@@ -347,20 +371,42 @@ def type_spelling(interp: "Interpreter", letter: str) -> str:
     return f"{interp.ctx.spmd_alias}.{letter}"
 
 
-def megatron_spelling(interp: "Interpreter", api: str, src: str, dst: str, axis: str, operand: str) -> str | None:
-    """A Megatron mapping with this exact typing, if the stubs know one for this axis."""
+def megatron_spelling(interp: Interpreter, api: str, src: str, dst: str, axis: str, operand: str) -> str | None:
+    """A Megatron mapping with this exact typing, if the file uses Megatron and the stubs know one."""
+    if not interp.ctx.megatron_names:
+        return None
     for rule in interp.ctx.registry.rules.values():
         for m in rule.mappings:
             if m.op == api and str(m.src) == src and str(m.dst) == dst and m.axis == axis and not m.when:
-                local = interp.ctx.megatron_names.get(rule.qualname, rule.qualname.rsplit(".", 1)[-1])
-                return f"{local}({operand})"
+                return f"{_local_spelling(interp, rule.qualname)}({operand})"
     return None
 
 
-def _report_axis_error(interp: "Interpreter", err: AxisError, slots: list[Slot], ops: list[Operand], axis: str,
-                       node: cst.CSTNode, linearity: Linearity, op_name: str) -> None:
+def _local_spelling(interp: "Interpreter", qualname: str) -> str:
+    """How this file can name `qualname`: through its own import of the function or of a module re-exporting it."""
+    registry = interp.ctx.registry
+    short = qualname.rsplit(".", 1)[-1]
+    for imported, local in interp.ctx.megatron_names.items():
+        if imported == qualname:
+            return local
+        if registry.resolve_alias(f"{imported}.{short}") == qualname:
+            return f"{local}.{short}"
+    return short
+
+
+def _report_axis_error(
+    interp: Interpreter,
+    err: AxisError,
+    slots: list[Slot],
+    ops: list[Operand],
+    axis: str,
+    node: cst.CSTNode,
+    linearity: Linearity,
+    op_name: str,
+) -> None:
     found = ", ".join(
-        f"`{describe_slot(interp, s)}`: {'Scalar' if s.value is None else s.value.type[axis]}" for s in slots
+        f"`{describe_slot(interp, s)}`: {'Scalar' if s.value is None else s.value.type[axis]}"
+        for s in slots
         if not isinstance(s, _ProductSlot)
     )
     if any(isinstance(s, _ProductSlot) for s in slots):
@@ -375,16 +421,25 @@ def _report_axis_error(interp: "Interpreter", err: AxisError, slots: list[Slot],
         cand = fix.candidate
         call = render_fix_call(interp, cand.api, operand, axis, str(cand.src), str(cand.dst))
         effect = f"forward: {cand.forward}, backward: {cand.backward}"
-        suggestions.append(Suggestion(f"{cand.api} the {cand.src.name} operand `{operand}` ({effect})", call,
-                                      slot.node))
+        suggestions.append(
+            Suggestion(f"{cand.api} the {cand.src.name} operand `{operand}` ({effect})", call, slot.node)
+        )
         meg = megatron_spelling(interp, cand.api, str(cand.src), str(cand.dst), axis, operand)
         if meg is not None:
             suggestions.append(Suggestion(f"Megatron spelling of the same ({effect})", meg, slot.node))
     interp.report(Finding(RULE_CODES[err.rule], node, message, suggestions))
 
 
-def _report_pending(interp: "Interpreter", err: AxisError, origin: Site, axis: str, node: cst.CSTNode,
-                    op_name: str, slots: list[Slot], pending: list[bool]) -> None:
+def _report_pending(
+    interp: Interpreter,
+    err: AxisError,
+    origin: Site,
+    axis: str,
+    node: cst.CSTNode,
+    op_name: str,
+    slots: list[Slot],
+    pending: list[bool],
+) -> None:
     slot = next(s for s, p in zip(slots, pending) if p)
     operand = interp.ctx.code_of(slot.node) if not isinstance(slot, _ProductSlot) else "the product"
     why = {
@@ -395,54 +450,84 @@ def _report_pending(interp: "Interpreter", err: AxisError, origin: Site, axis: s
         Rule.PARTIAL_DIVISOR: f"is a divisor in `{op_name}`",
         Rule.INVARIANT_MIX: f"is mixed with an Invariant in `{op_name}`",
     }[err.rule]
-    message = (f"`{operand}` is a per-rank partial sum on axis {axis!r} (from the sharded contraction at "
-               f"{{site:{origin.ref}}}) and {why} before it is reduced")
+    message = (
+        f"`{operand}` is a per-rank partial sum on axis {axis!r} (from the sharded contraction at "
+        f"{{site:{origin.ref}}}) and {why} before it is reduced"
+    )
     suggestions = []
     if not isinstance(slot, _ProductSlot):
-        suggestions.append(Suggestion(
-            "reduce it first (all-reduce forward; Megatron: reduce_from_tensor_model_parallel_region)",
-            render_fix_call(interp, "all_reduce", operand, axis, "V", "I"), slot.node))
-        suggestions.append(Suggestion(
-            "or keep it Replicate for per-rank use (all-reduce both ways)",
-            render_fix_call(interp, "all_reduce", operand, axis, "V", "R"), slot.node))
+        suggestions.append(
+            Suggestion(
+                "reduce it first (all-reduce forward; Megatron: reduce_from_tensor_model_parallel_region)",
+                render_fix_call(interp, "all_reduce", operand, axis, "V", "I"),
+                slot.node,
+            )
+        )
+        suggestions.append(
+            Suggestion(
+                "or keep it Replicate for per-rank use (all-reduce both ways)",
+                render_fix_call(interp, "all_reduce", operand, axis, "V", "R"),
+                slot.node,
+            )
+        )
     interp.report(Finding("SPMD201", node, message, suggestions))
 
 
-def _report_layout(interp: "Interpreter", issue: einsum.LayoutIssue, slots: list[Slot], axis: str,
-                   node: cst.CSTNode, op_name: str, eq_text: str) -> None:
+def _report_layout(
+    interp: Interpreter,
+    issue: einsum.LayoutIssue,
+    slots: list[Slot],
+    axis: str,
+    node: cst.CSTNode,
+    op_name: str,
+    eq_text: str,
+) -> None:
     def spell(k: int) -> str:
         return f"`{describe_slot(interp, slots[k])}`: {slots[k].value.type[axis]}"  # type: ignore[union-attr]
 
     operands = ", ".join(spell(k) for k in range(len(slots)))
     if issue.kind == "split":
         whole = slots[issue.operand]
-        sharded = next(s for s in slots if s is not whole and s.value is not None
-                       and s.value.type[axis].shard is not None)
-        message = (f"`{op_name}` ({eq_text}): label {issue.label!r} is sharded on axis {axis!r} in "
-                   f"`{describe_slot(interp, sharded)}` but whole in `{describe_slot(interp, whole)}`; the local "
-                   f"shapes cannot match ({operands})")
+        sharded = next(
+            s for s in slots if s is not whole and s.value is not None and s.value.type[axis].shard is not None
+        )
+        message = (
+            f"`{op_name}` ({eq_text}): label {issue.label!r} is sharded on axis {axis!r} in "
+            f"`{describe_slot(interp, sharded)}` but whole in `{describe_slot(interp, whole)}`; the local "
+            f"shapes cannot match ({operands})"
+        )
         operand = interp.ctx.code_of(sharded.node)
         shard = sharded.value.type[axis].shard  # type: ignore[union-attr]
-        suggestion = Suggestion("gather the sharded operand first",
-                                render_fix_call(interp, "all_gather", operand, axis, f"S({shard})", "R"),
-                                sharded.node)
+        suggestion = Suggestion(
+            "gather the sharded operand first",
+            render_fix_call(interp, "all_gather", operand, axis, f"S({shard})", "R"),
+            sharded.node,
+        )
         interp.report(Finding("SPMD108", node, message, [suggestion]))
         return
-    what = "a repeated label on the sharded dim" if issue.kind == "diag" else f"labels {', '.join(issue.label)}"
-    message = (f"`{op_name}` ({eq_text}): {what} sharded on axis {axis!r} across the operands; each rank computes "
-               f"a block with no global layout ({operands})")
+    what = (
+        "a repeated label on the sharded dim" if issue.kind == "diag" else f"labels {', '.join(issue.label.split(','))}"
+    )
+    message = (
+        f"`{op_name}` ({eq_text}): {what} sharded on axis {axis!r} across the operands; each rank computes "
+        f"a block with no global layout ({operands})"
+    )
     suggestions = []
     first = next((s for s in slots if s.value is not None and s.value.type[axis].shard is not None), None)
     if first is not None and issue.kind == "mixed":
         operand = interp.ctx.code_of(first.node)
         shard = first.value.type[axis].shard  # type: ignore[union-attr]
-        suggestions.append(Suggestion(
-            "gather the sequence-sharded activation first (Megatron: gather_from_sequence_parallel_region)",
-            render_fix_call(interp, "all_gather", operand, axis, f"S({shard})", "R"), first.node))
+        suggestions.append(
+            Suggestion(
+                "gather the sequence-sharded activation first (Megatron: gather_from_sequence_parallel_region)",
+                render_fix_call(interp, "all_gather", operand, axis, f"S({shard})", "R"),
+                first.node,
+            )
+        )
     interp.report(Finding("SPMD109", node, message, suggestions))
 
 
-def _inplace(interp: "Interpreter", rule: OpRule, bound: Bound, result: TensorValue, node: cst.CSTNode) -> None:
+def _inplace(interp: Interpreter, rule: OpRule, bound: Bound, result: TensorValue, node: cst.CSTNode) -> None:
     targets = []
     if rule.inplace_param is not None:
         targets.append((bound.get(rule.inplace_param), bound.node(rule.inplace_param), "SPMD110"))
@@ -455,8 +540,15 @@ def _inplace(interp: "Interpreter", rule: OpRule, bound: Bound, result: TensorVa
         check_mutation(interp, value, result, target_node, node, code, short_name(rule.qualname))
 
 
-def check_mutation(interp: "Interpreter", old: TensorValue, new: TensorValue, target_node: cst.CSTNode | None,
-                   node: cst.CSTNode, code: str, op_name: str) -> None:
+def check_mutation(
+    interp: Interpreter,
+    old: TensorValue,
+    new: TensorValue,
+    target_node: cst.CSTNode | None,
+    node: cst.CSTNode,
+    code: str,
+    op_name: str,
+) -> None:
     """An in-place write must keep the destination's type (R/I -> V allowed on a no-grad buffer)."""
     merged = dict(old.type)
     for axis in sorted(set(old.type) | set(new.type)):
@@ -464,18 +556,30 @@ def check_mutation(interp: "Interpreter", old: TensorValue, new: TensorValue, ta
         if after is None:
             continue
         if before is None or before.kind is after.kind:
-            merged[axis] = after if before is None or before.kind is not Kind.V else AxisType(
-                Kind.V, shard=before.shard if before.shard == after.shard else None, pending=after.pending)
+            merged[axis] = (
+                after
+                if before is None or before.kind is not Kind.V
+                else AxisType(
+                    Kind.V, shard=before.shard if before.shard == after.shard else None, pending=after.pending
+                )
+            )
             continue
         if before.kind in (Kind.R, Kind.I) and after.kind is Kind.V and old.grad is GradState.NO:
             merged[axis] = after
             continue
         target = interp.ctx.code_of(target_node) if target_node is not None else "the destination"
-        interp.report(Finding(code, node, f"`{op_name}` would change the type of `{target}` on axis {axis!r} from "
-                                          f"{before} to {after}; an in-place write must keep its destination's type"))
+        interp.report(
+            Finding(
+                code,
+                node,
+                f"`{op_name}` would change the type of `{target}` on axis {axis!r} from "
+                f"{before} to {after}; an in-place write must keep its destination's type",
+            )
+        )
         merged[axis] = before
-    interp.rebind(target_node, TensorValue(SpmdType(merged), old.grad if new.grad is GradState.UNKNOWN else new.grad,
-                                           old.rank))
+    interp.rebind(
+        target_node, TensorValue(SpmdType(merged), old.grad if new.grad is GradState.UNKNOWN else new.grad, old.rank)
+    )
 
 
 __all__ = ["apply_op", "check_mutation", "short_name", "render_fix_call", "type_spelling", "ScalarValue"]

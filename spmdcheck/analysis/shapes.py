@@ -1,9 +1,11 @@
 """How an op moves the tracked shard dim S(d) and the rank, per the stub's `@dims` rule."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from spmdcheck.analysis.binding import NOT_LITERAL, Bound
+from spmdcheck.analysis.values import Literal
 from spmdcheck.rules.model import DimsRule, OpRule
 
 
@@ -65,12 +67,13 @@ def move(rule: OpRule, bound: Bound, shard: int | None, rank: int | None) -> Dim
         return DimResult(b if s == a else a if s == b else s, rank=rank)
     if name in ("permute", "movedim"):
         if name == "permute":
-            perm = _ints(args[0]) if args else None
-            if perm is None:
-                perm = tuple(v for v in (bound.literal(rule, p) for p in dims.params) if isinstance(v, int))
-            if not perm:
-                vals = [v.value for v, _ in bound.all(dims.params[0])] if dims.params else []  # type: ignore[attr-defined]
-                perm = tuple(v for v in vals if isinstance(v, int))
+            # permute(0, 2, 1) (variadic) or permute((0, 2, 1)) / permute(dims=[0, 2, 1])
+            given = [v for v, _ in bound.all(dims.params[0])] if dims.params else []
+            if len(given) == 1:
+                perm = _ints(bound.literal(rule, dims.params[0]))
+            else:
+                vals = [v.value if isinstance(v, Literal) else None for v in given]
+                perm = tuple(vals) if vals and all(isinstance(v, int) for v in vals) else None  # type: ignore[assignment]
             r = len(perm) if perm else rank
             if shard is None or not perm:
                 return DimResult(None, rank=r)
@@ -81,7 +84,9 @@ def move(rule: OpRule, bound: Bound, shard: int | None, rank: int | None) -> Dim
         if shard is None or src is None or dst is None or rank is None:
             return DimResult(None, rank=rank)
         order = [d for d in range(rank) if d not in [_norm(x, rank) for x in src]]
-        for s_dim, d_dim in sorted(zip([_norm(x, rank) for x in src], [_norm(x, rank) for x in dst]), key=lambda p: p[1]):
+        for s_dim, d_dim in sorted(
+            zip([_norm(x, rank) for x in src], [_norm(x, rank) for x in dst]), key=lambda p: p[1]
+        ):
             order.insert(d_dim, s_dim)
         s = _norm(shard, rank)
         return DimResult(order.index(s) if s in order else None, rank=rank)

@@ -1,7 +1,9 @@
 """Handlers of the spmd_types annotation API: assert_type and friends, Scalar, S(d), backward()."""
+
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
@@ -27,26 +29,36 @@ if TYPE_CHECKING:
 Handler = Callable[["Interpreter", OpRule, Bound, cst.Call, list], Value]
 
 
-def asserted_axes(interp: "Interpreter", td: TypeDict, node: cst.CSTNode) -> dict[str, AxisType] | None:
+def asserted_axes(interp: Interpreter, td: TypeDict, node: cst.CSTNode) -> dict[str, AxisType] | None:
     axes = dict(td.axes)
     known = interp.ctx.known_axes
     for axis in list(axes):
         if known and axis not in known:
-            interp.report(Finding("SPMD003", node, f"unknown mesh axis {axis!r}; the mesh in scope has "
-                                                   f"{', '.join(sorted(known))}"))
+            interp.report(
+                Finding(
+                    "SPMD003", node, f"unknown mesh axis {axis!r}; the mesh in scope has {', '.join(sorted(known))}"
+                )
+            )
             del axes[axis]
     if td.bare is not None:
         if not interp.mesh:
-            interp.report(Finding("SPMD002", node, "a bare type fills the axes of the current mesh, but no mesh is "
-                                                   "in scope (set [tool.spmdcheck] mesh or use set_current_mesh)"))
+            interp.report(
+                Finding(
+                    "SPMD002",
+                    node,
+                    "a bare type fills the axes of the current mesh, but no mesh is "
+                    "in scope (set [tool.spmdcheck] mesh or use set_current_mesh)",
+                )
+            )
             return None
         for axis in interp.mesh:
             axes.setdefault(axis, td.bare)
     return axes
 
 
-def refine(interp: "Interpreter", x: TensorValue, axes: dict[str, AxisType], node: cst.CSTNode, code: str,
-           what: str) -> TensorValue:
+def refine(
+    interp: Interpreter, x: TensorValue, axes: dict[str, AxisType], node: cst.CSTNode, code: str, what: str
+) -> TensorValue:
     """assert_type semantics: set unknown axes, check known ones; V may become P (or S(d))."""
     merged = dict(x.type)
     for axis, want in sorted(axes.items()):
@@ -58,8 +70,14 @@ def refine(interp: "Interpreter", x: TensorValue, axes: dict[str, AxisType], nod
             if want.kind is Kind.V and want.shard is not None:
                 w, h = _normalize(want, x.rank).shard, _normalize(have, x.rank).shard
                 if h is not None and w != h and (x.rank is not None or (want.shard >= 0) == (have.shard >= 0)):
-                    interp.report(Finding(code, node, f"{what}: on axis {axis!r} the value is sharded on dim "
-                                                      f"{have.shard} but S({want.shard}) is declared"))
+                    interp.report(
+                        Finding(
+                            code,
+                            node,
+                            f"{what}: on axis {axis!r} the value is sharded on dim "
+                            f"{have.shard} but S({want.shard}) is declared",
+                        )
+                    )
                     continue
                 if have.is_pending:
                     _pending_at_contract(interp, have, axis, node, f"S({want.shard})")
@@ -70,24 +88,38 @@ def refine(interp: "Interpreter", x: TensorValue, axes: dict[str, AxisType], nod
             continue
         extra = ""
         if have.is_pending:
-            extra = (f"; it is a per-rank partial sum from the sharded contraction at {{site:{have.pending.ref}}} "  # type: ignore[union-attr]
-                     f"that was never reduced")
+            extra = (
+                f"; it is a per-rank partial sum from the sharded contraction at {{site:{have.pending.ref}}} "  # type: ignore[union-attr]
+                f"that was never reduced"
+            )
         suggestions = []
         if have.kind in (Kind.V, Kind.P) and want.kind in (Kind.R, Kind.I) and isinstance(node, cst.Call):
             operand = interp.ctx.code_of(node.args[0].value) if node.args else "x"
-            suggestions.append(Suggestion(
-                "reduce the partial sum", render_fix_call(interp, "all_reduce", operand, axis, str(have.kind),
-                                                          want.kind.value), None))
-        interp.report(Finding(code, node, f"{what}: on axis {axis!r} the value is {have} but {want} is declared"
-                                          f"{extra}", suggestions))
+            suggestions.append(
+                Suggestion(
+                    "reduce the partial sum",
+                    render_fix_call(interp, "all_reduce", operand, axis, str(have.kind), want.kind.value),
+                    None,
+                )
+            )
+        interp.report(
+            Finding(
+                code, node, f"{what}: on axis {axis!r} the value is {have} but {want} is declared{extra}", suggestions
+            )
+        )
     return TensorValue(SpmdType(merged), x.grad, x.rank)
 
 
-def _pending_at_contract(interp: "Interpreter", have: AxisType, axis: str, node: cst.CSTNode, want: str) -> None:
-    interp.report(Finding(
-        "SPMD201", node,
-        f"a per-rank partial sum on axis {axis!r} (from the sharded contraction at {{site:{have.pending.ref}}}) "  # type: ignore[union-attr]
-        f"is declared {want} before it is reduced", severity="warning"))
+def _pending_at_contract(interp: Interpreter, have: AxisType, axis: str, node: cst.CSTNode, want: str) -> None:
+    interp.report(
+        Finding(
+            "SPMD201",
+            node,
+            f"a per-rank partial sum on axis {axis!r} (from the sharded contraction at {{site:{have.pending.ref}}}) "  # type: ignore[union-attr]
+            f"is declared {want} before it is reduced",
+            severity="warning",
+        )
+    )
 
 
 def _normalize(t: AxisType, rank: int | None) -> AxisType:
@@ -96,7 +128,9 @@ def _normalize(t: AxisType, rank: int | None) -> AxisType:
     return t
 
 
-def _types_from(interp: "Interpreter", values: list[tuple[Value, cst.CSTNode]], node: cst.CSTNode) -> dict[str, AxisType] | None:
+def _types_from(
+    interp: Interpreter, values: list[tuple[Value, cst.CSTNode]], node: cst.CSTNode
+) -> dict[str, AxisType] | None:
     parts = []
     for value, vnode in values:
         if isinstance(value, Literal) and value.value is None:
@@ -120,16 +154,14 @@ def _types_from(interp: "Interpreter", values: list[tuple[Value, cst.CSTNode]], 
 
 
 def _statically_unknown(value: Value) -> bool:
-    from spmdcheck.analysis.values import DictValue
-
-    from spmdcheck.analysis.values import Unknown
+    from spmdcheck.analysis.values import DictValue, Unknown
 
     if isinstance(value, DictValue):
         return any(isinstance(item, Unknown) or isinstance(key, Unknown) for key, item, _ in value.items)
     return isinstance(value, Unknown)
 
 
-def assert_type(interp: "Interpreter", rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
+def assert_type(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
     if not args:
         return UNKNOWN
     _, target, target_node = args[0]
@@ -139,7 +171,9 @@ def assert_type(interp: "Interpreter", rule: OpRule, bound: Bound, node: cst.Cal
     return _apply_to(interp, target, target_node, lambda t: refine(interp, t, axes, node, "SPMD401", "assert_type"))
 
 
-def _apply_to(interp: "Interpreter", target: Value, target_node: cst.CSTNode, fn: Callable[[TensorValue], TensorValue]) -> Value:
+def _apply_to(
+    interp: Interpreter, target: Value, target_node: cst.CSTNode, fn: Callable[[TensorValue], TensorValue]
+) -> Value:
     if isinstance(target, TensorValue):
         result = fn(target)
         interp.rebind(target_node, result)
@@ -164,7 +198,7 @@ def _apply_to(interp: "Interpreter", target: Value, target_node: cst.CSTNode, fn
     return target
 
 
-def assert_type_like(interp: "Interpreter", rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
+def assert_type_like(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
     if len(args) < 2:
         return UNKNOWN
     _, target, target_node = args[0]
@@ -175,10 +209,12 @@ def assert_type_like(interp: "Interpreter", rule: OpRule, bound: Bound, node: cs
     if len(args) > 2:
         extra = _types_from(interp, [(args[2][1], args[2][2])], node)
         axes.update(extra or {})
-    return _apply_to(interp, target, target_node, lambda t: refine(interp, t, axes, node, "SPMD401", "assert_type_like"))
+    return _apply_to(
+        interp, target, target_node, lambda t: refine(interp, t, axes, node, "SPMD401", "assert_type_like")
+    )
 
 
-def mutate_type(interp: "Interpreter", rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
+def mutate_type(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
     if not args:
         return UNKNOWN
     _, target, target_node = args[0]
@@ -198,8 +234,9 @@ def mutate_type(interp: "Interpreter", rule: OpRule, bound: Bound, node: cst.Cal
             interp.report(Finding("SPMD401", node, f"mutate_type: the value has no type on axis {axis!r}"))
             continue
         if want_src is not None and want_src.kind is not have.kind:
-            interp.report(Finding("SPMD401", node, f"mutate_type: on axis {axis!r} the value is {have} but "
-                                                   f"src={want_src}"))
+            interp.report(
+                Finding("SPMD401", node, f"mutate_type: on axis {axis!r} the value is {have} but src={want_src}")
+            )
             continue
         if want_dst is not None:
             new[axis] = want_dst
@@ -218,7 +255,7 @@ def _per_axis(value: Value | None, axis: str) -> AxisType | None:
     return td.axes.get(axis) if td is not None else None
 
 
-def reinterpret_no_grad(interp: "Interpreter", rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
+def reinterpret_no_grad(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
     target, target_node = bound.get("x"), bound.node("x")
     axis, dst = axis_name(bound.get("axis") or UNKNOWN), bound.get("dst")
     if not isinstance(target, TensorValue) or axis is None or not isinstance(dst, TypeValue):
@@ -231,7 +268,7 @@ def reinterpret_no_grad(interp: "Interpreter", rule: OpRule, bound: Bound, node:
     return result
 
 
-def scalar(interp: "Interpreter", rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
+def scalar(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
     if len(args) < 2:
         return UNKNOWN
     try:
@@ -242,14 +279,14 @@ def scalar(interp: "Interpreter", rule: OpRule, bound: Bound, node: cst.Call, ar
     return ScalarValue(SpmdType(td.axes))
 
 
-def shard_type(interp: "Interpreter", rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
+def shard_type(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
     if args and isinstance(args[0][1], Literal) and isinstance(args[0][1].value, int):
         return TypeValue(S(args[0][1].value))
     interp.report(Finding("SPMD002", node, "S(d) needs an integer literal dim"))
     return UNKNOWN
 
 
-def backward(interp: "Interpreter", rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
+def backward(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
     loss = bound.get("self")
     loss_node = bound.node("self")
     if bound.get("gradient") is not None or not isinstance(loss, TensorValue):
@@ -257,28 +294,44 @@ def backward(interp: "Interpreter", rule: OpRule, bound: Bound, node: cst.Call, 
     operand = interp.ctx.code_of(loss_node) if loss_node is not None else "loss"
     for axis, t in sorted(loss.type.items()):
         if t.kind is Kind.R:
-            interp.report(Finding(
-                "SPMD404", node,
-                f"backward() on `{operand}`, which is Replicate on axis {axis!r}: the implicit gradient 1.0 on every "
-                f"rank is read as a Partial, so gradients are over-counted by the axis size",
-                [Suggestion("reduce upstream with dst=I instead of dst=R (the loss is then Invariant)",
-                            render_fix_call(interp, "all_reduce", "...", axis, "P", "I"), None),
-                 Suggestion("or backpropagate the local Partial loss (drop the reduction)", operand, None)],
-            ))
+            interp.report(
+                Finding(
+                    "SPMD404",
+                    node,
+                    f"backward() on `{operand}`, which is Replicate on axis {axis!r}: the implicit gradient 1.0 "
+                    f"on every rank is read as a Partial, so gradients are over-counted by the axis size",
+                    [
+                        Suggestion(
+                            "reduce upstream with dst=I instead of dst=R (the loss is then Invariant)",
+                            render_fix_call(interp, "all_reduce", "...", axis, "P", "I"),
+                            None,
+                        ),
+                        Suggestion("or backpropagate the local Partial loss (drop the reduction)", operand, None),
+                    ],
+                )
+            )
             return Literal(None)
         if t.kind is Kind.V:
-            interp.report(Finding(
-                "SPMD404", node,
-                f"backward() on `{operand}`, which is Varying on axis {axis!r}: a per-rank loss must be declared "
-                f"the summands of the global loss",
-                [Suggestion("declare the per-rank losses as a pending sum",
-                            render_fix_call(interp, "reinterpret", operand, axis, "V", "P"), loss_node)],
-            ))
+            interp.report(
+                Finding(
+                    "SPMD404",
+                    node,
+                    f"backward() on `{operand}`, which is Varying on axis {axis!r}: a per-rank loss must be declared "
+                    f"the summands of the global loss",
+                    [
+                        Suggestion(
+                            "declare the per-rank losses as a pending sum",
+                            render_fix_call(interp, "reinterpret", operand, axis, "V", "P"),
+                            loss_node,
+                        )
+                    ],
+                )
+            )
             return Literal(None)
     return Literal(None)
 
 
-def ignore(interp: "Interpreter", rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
+def ignore(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
     return UNKNOWN
 
 

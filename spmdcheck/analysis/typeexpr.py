@@ -1,4 +1,5 @@
 """Read SPMD type expressions: `{"tp": V}`, `R`, `S(0)`, `"tp: V"`, `Annotated[T, ...]`, `Local["..."]`."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -57,7 +58,7 @@ def type_dict(value: Value) -> TypeDict:
                 raise TypeExprError(f"the type of axis {name!r} is not R, I, V, P or S(d)")
             axes[name] = item.type
         return TypeDict(axes)
-    raise TypeExprError("not an SPMD type: expected a dict like {\"tp\": V}, a type, or a spec string")
+    raise TypeExprError('not an SPMD type: expected a dict like {"tp": V}, a type, or a spec string')
 
 
 def merge_type_dicts(parts: list[TypeDict]) -> TypeDict:

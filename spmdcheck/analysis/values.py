@@ -1,4 +1,5 @@
 """Abstract values the interpreter tracks for Python expressions."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -41,7 +42,7 @@ class TensorValue(Value):
     def typed(self) -> bool:
         return len(self.type) > 0
 
-    def with_type(self, t: SpmdType) -> "TensorValue":
+    def with_type(self, t: SpmdType) -> TensorValue:
         return TensorValue(t, self.grad, self.rank)
 
 

@@ -7,6 +7,7 @@ a fixed example, the fix) lives beside this module in ``pages/<CODE>.md``;
 Severity: ``error`` = the program computes wrong values or gradients, or
 cannot run; ``warning`` = a likely mistake.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -34,34 +35,110 @@ _ALL = [
     Code("SPMD001", "syntax-error", "error", "The file cannot be parsed; it was not checked."),
     Code("SPMD002", "malformed-annotation", "error", "An SPMD type annotation or type argument cannot be read."),
     Code("SPMD003", "unknown-axis", "error", "A mesh axis name that is not an axis of the mesh in scope."),
-    Code("SPMD004", "malformed-einsum", "error", "An einsum equation that cannot be parsed or does not fit its operands."),
+    Code(
+        "SPMD004", "malformed-einsum", "error", "An einsum equation that cannot be parsed or does not fit its operands."
+    ),
     Code("SPMD005", "config-error", "error", "The [tool.spmdcheck] configuration or a stub file is invalid."),
     # 1xx: per-axis inference through ordinary ops
     Code("SPMD101", "partial-through-nonlinear", "error", "A Partial (pending sum) goes through a non-linear op."),
-    Code("SPMD102", "invariant-mixing", "error", "An Invariant value is mixed with a Replicate, Varying or Partial one."),
+    Code(
+        "SPMD102", "invariant-mixing", "error", "An Invariant value is mixed with a Replicate, Varying or Partial one."
+    ),
     Code("SPMD103", "partial-with-varying", "error", "A Partial value is combined with a Varying one."),
-    Code("SPMD104", "partial-affine", "error", "A Replicate value or a number is added to a Partial: it is counted once per rank."),
+    Code(
+        "SPMD104",
+        "partial-affine",
+        "error",
+        "A Replicate value or a number is added to a Partial: it is counted once per rank.",
+    ),
     Code("SPMD105", "partial-several-factors", "error", "More than one factor of a product is Partial."),
     Code("SPMD106", "partial-in-divisor", "error", "A Partial value is used as a divisor."),
-    Code("SPMD107", "missing-axis", "error", "An operand has no type on a mesh axis that the others have (strict mode).", strict_only=True),
-    Code("SPMD108", "sharded-dim-mismatch", "error", "A label is sharded in one operand and whole in another: the local shapes cannot match."),
-    Code("SPMD109", "mixed-shard-layout", "warning", "Two different dims are sharded on the same axis across the operands; the result has no global layout."),
-    Code("SPMD110", "inplace-type-change", "error", "An in-place op or out= would change the SPMD type of its destination."),
+    Code(
+        "SPMD107",
+        "missing-axis",
+        "error",
+        "An operand has no type on a mesh axis that the others have (strict mode).",
+        strict_only=True,
+    ),
+    Code(
+        "SPMD108",
+        "sharded-dim-mismatch",
+        "error",
+        "A label is sharded in one operand and whole in another: the local shapes cannot match.",
+    ),
+    Code(
+        "SPMD109",
+        "mixed-shard-layout",
+        "warning",
+        "Two different dims are sharded on the same axis across the operands; the result has no global layout.",
+    ),
+    Code(
+        "SPMD110",
+        "inplace-type-change",
+        "error",
+        "An in-place op or out= would change the SPMD type of its destination.",
+    ),
     Code("SPMD111", "setitem-type-change", "error", "Assigning into x[...] would change the SPMD type of x."),
     # 2xx: pending sums from sharded contractions
-    Code("SPMD201", "pending-sum-misuse", "warning", "A per-rank partial sum from a sharded contraction is used before it is reduced."),
+    Code(
+        "SPMD201",
+        "pending-sum-misuse",
+        "warning",
+        "A per-rank partial sum from a sharded contraction is used before it is reduced.",
+    ),
     # 3xx: collectives and conversions
-    Code("SPMD301", "collective-src-mismatch", "error", "A collective or conversion receives a type other than its declared source."),
-    Code("SPMD302", "double-reduction", "error", "A reduction receives a value that is already reduced (Replicate or Invariant)."),
-    Code("SPMD303", "forbidden-transition", "error", "A src/dst pair that the collective or conversion rejects at run time."),
+    Code(
+        "SPMD301",
+        "collective-src-mismatch",
+        "error",
+        "A collective or conversion receives a type other than its declared source.",
+    ),
+    Code(
+        "SPMD302",
+        "double-reduction",
+        "error",
+        "A reduction receives a value that is already reduced (Replicate or Invariant).",
+    ),
+    Code(
+        "SPMD303",
+        "forbidden-transition",
+        "error",
+        "A src/dst pair that the collective or conversion rejects at run time.",
+    ),
     Code("SPMD304", "expert-mode-required", "error", "A transition that spmd_types only allows with expert_mode=True."),
-    Code("SPMD305", "wrong-shard-dim", "error", "A collective's S(d) names a different dim than the one the tensor is sharded on."),
-    Code("SPMD306", "raw-collective-on-autograd-path", "error", "A raw torch.distributed collective is applied to a tensor that needs grad: it has no backward."),
-    Code("SPMD307", "collective-untyped", "error", "A collective receives a tensor with no type on its axis (strict mode).", strict_only=True),
+    Code(
+        "SPMD305",
+        "wrong-shard-dim",
+        "error",
+        "A collective's S(d) names a different dim than the one the tensor is sharded on.",
+    ),
+    Code(
+        "SPMD306",
+        "raw-collective-on-autograd-path",
+        "error",
+        "A raw torch.distributed collective is applied to a tensor that needs grad: it has no backward.",
+    ),
+    Code(
+        "SPMD307",
+        "collective-untyped",
+        "error",
+        "A collective receives a tensor with no type on its axis (strict mode).",
+        strict_only=True,
+    ),
     # 4xx: contracts
     Code("SPMD401", "assert-type-mismatch", "error", "assert_type (or mutate_type) disagrees with the inferred type."),
-    Code("SPMD402", "return-type-mismatch", "error", "A returned value disagrees with the function's annotated return type."),
-    Code("SPMD403", "argument-type-mismatch", "error", "An argument disagrees with the callee's annotated parameter type."),
+    Code(
+        "SPMD402",
+        "return-type-mismatch",
+        "error",
+        "A returned value disagrees with the function's annotated return type.",
+    ),
+    Code(
+        "SPMD403",
+        "argument-type-mismatch",
+        "error",
+        "An argument disagrees with the callee's annotated parameter type.",
+    ),
     Code("SPMD404", "invalid-loss-type", "error", "backward() on a loss that is Replicate or Varying on some axis."),
 ]
 

@@ -1,4 +1,5 @@
 """Turn findings into diagnostics: positions (resolved only for files with findings), messages, suppressions."""
+
 from __future__ import annotations
 
 import re
@@ -39,23 +40,37 @@ class Diagnostic:
 
     def to_json(self) -> dict:
         return {
-            "path": self.path, "line": self.line, "column": self.column,
-            "end_line": self.end_line, "end_column": self.end_column,
-            "code": self.code, "name": self.name, "severity": self.severity,
+            "path": self.path,
+            "line": self.line,
+            "column": self.column,
+            "end_line": self.end_line,
+            "end_column": self.end_column,
+            "code": self.code,
+            "name": self.name,
+            "severity": self.severity,
             "message": self.message,
             "suggestions": [{"message": s.message, "replacement": s.replacement} for s in self.suggestions],
         }
 
 
-def make(path: str, code: str, message: str, line: int = 1, column: int = 1,
-         end_line: int | None = None, end_column: int | None = None) -> Diagnostic:
+def make(
+    path: str,
+    code: str,
+    message: str,
+    line: int = 1,
+    column: int = 1,
+    end_line: int | None = None,
+    end_column: int | None = None,
+) -> Diagnostic:
     info = CODES[code]
-    return Diagnostic(path, line, column, end_line or line, end_column or column, code, info.name,
-                      info.severity, message)
+    return Diagnostic(
+        path, line, column, end_line or line, end_column or column, code, info.name, info.severity, message
+    )
 
 
-def render(path: str, module: cst.Module, findings: list[Finding], sites: list[cst.CSTNode],
-           source_lines: list[str]) -> list[Diagnostic]:
+def render(
+    path: str, module: cst.Module, findings: list[Finding], sites: list[cst.CSTNode], source_lines: list[str]
+) -> list[Diagnostic]:
     if not findings:
         return []
     positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
@@ -74,8 +89,15 @@ def render(path: str, module: cst.Module, findings: list[Finding], sites: list[c
             message += " " + _branch_note(f, sites, line_of)
         info = CODES[f.code]
         diag = Diagnostic(
-            path, pos.start.line, pos.start.column + 1, pos.end.line, pos.end.column + 1,
-            f.code, info.name, f.severity or info.severity, message,
+            path,
+            pos.start.line,
+            pos.start.column + 1,
+            pos.end.line,
+            pos.end.column + 1,
+            f.code,
+            info.name,
+            f.severity or info.severity,
+            message,
             [SuggestionOut(s.message, s.replacement) for s in f.suggestions],
         )
         if not suppressed(diag, source_lines):
@@ -88,14 +110,18 @@ def _branch_note(f: Finding, sites: list[cst.CSTNode], line_of) -> str:  # noqa:
     for b in f.branches:
         node = sites[b.ref]
         if isinstance(node, (cst.For, cst.While)):
-            parts.append(f"after an iteration of the loop at line {line_of(node)}" if b.arm == "else"
-                         else f"before the loop at line {line_of(node)} runs")
+            parts.append(
+                f"after an iteration of the loop at line {line_of(node)}"
+                if b.arm == "else"
+                else f"before the loop at line {line_of(node)} runs"
+            )
         elif isinstance(node, cst.IfExp):
-            parts.append(f"when the conditional expression at line {line_of(node)} takes its "
-                         f"{'first' if b.arm == 'if' else 'else'} value")
+            parts.append(
+                f"when the conditional expression at line {line_of(node)} takes its "
+                f"{'first' if b.arm == 'if' else 'else'} value"
+            )
         else:
-            parts.append(f"when the `if` at line {line_of(node)} takes the "
-                         f"{'if' if b.arm == 'if' else 'else'} branch")
+            parts.append(f"when the `if` at line {line_of(node)} takes the {'if' if b.arm == 'if' else 'else'} branch")
     return "(" + "; ".join(parts) + ")"
 
 

@@ -1,4 +1,5 @@
 """Reading a file: the cheap relevance scan, parsing, and the syntax-error diagnostic."""
+
 from __future__ import annotations
 
 import ast

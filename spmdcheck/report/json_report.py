@@ -1,4 +1,5 @@
 """The JSON report: exactly {"diagnostics": [...], "summary": {"files", "errors", "warnings"}}."""
+
 from __future__ import annotations
 
 import json

@@ -1,4 +1,5 @@
 """Ruff-like text output: `path:line:col: CODE [name] message`, a code frame, the calls to insert."""
+
 from __future__ import annotations
 
 import os
@@ -19,13 +20,14 @@ def write_text(diags: list[Diagnostic], files: int, out: TextIO, color: bool | N
     from rich.console import Console
     from rich.markup import escape
 
-    console = Console(file=out, force_terminal=color, no_color=color is False, highlight=False,
-                      soft_wrap=True)
+    console = Console(file=out, force_terminal=color, no_color=color is False, highlight=False, soft_wrap=True)
     sources: dict[str, list[str]] = {}
     for d in diags:
         style = "bold red" if d.severity == "error" else "bold yellow"
-        console.print(f"[bold]{escape(_relative(d.path))}:{d.line}:{d.column}:[/bold] [{style}]{d.code}[/{style}] "
-                      f"[dim]\\[{d.name}][/dim] {escape(d.message)}")
+        console.print(
+            f"[bold]{escape(_relative(d.path))}:{d.line}:{d.column}:[/bold] [{style}]{d.code}[/{style}] "
+            f"[dim]\\[{d.name}][/dim] {escape(d.message)}"
+        )
         lines = sources.get(d.path)
         if lines is None:
             try:
@@ -50,7 +52,9 @@ def write_text(diags: list[Diagnostic], files: int, out: TextIO, color: bool | N
     errors = sum(1 for d in diags if d.severity == "error")
     warnings = len(diags) - errors
     if diags:
-        console.print(f"Found {errors} error{'s' * (errors != 1)} and {warnings} warning{'s' * (warnings != 1)} "
-                      f"in {len({d.path for d in diags})} file(s) (checked {files} file(s)).")
+        console.print(
+            f"Found {errors} error{'s' * (errors != 1)} and {warnings} warning{'s' * (warnings != 1)} "
+            f"in {len({d.path for d in diags})} file(s) (checked {files} file(s))."
+        )
     else:
         console.print(f"All checks passed ({files} file(s) checked).")

@@ -3,6 +3,7 @@
 Pure data (no libcst). The loader (`rules.stubs`) builds these from `.pyi`
 files; the analysis only dispatches on them.
 """
+
 from __future__ import annotations
 
 import enum

@@ -10,12 +10,13 @@ A stub file's path gives its module (`stubs/torch/nn/functional.pyi` ->
 
 Every rule comes from one stub line; see docs/stubs.md for the vocabulary.
 """
+
 from __future__ import annotations
 
 import ast
 import pathlib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 import libcst as cst
 
@@ -75,7 +76,7 @@ class Registry:
         prefix = module + "."
         return any(k.startswith(prefix) for k in self.rules)
 
-    def merge(self, other: "Registry") -> None:
+    def merge(self, other: Registry) -> None:
         self.rules.update(other.rules)
         self.errors.extend(other.errors)
 
@@ -303,9 +304,24 @@ def _load_function(fn: cst.FunctionDef, qualname: str, module: cst.Module, is_me
 
 
 _INPLACE_DUNDERS = {
-    "__iadd__", "__isub__", "__imul__", "__itruediv__", "__ifloordiv__", "__imatmul__",
-    "__ipow__", "__iand__", "__ior__", "__ixor__", "__imod__", "__ilshift__", "__irshift__",
+    "__iadd__",
+    "__isub__",
+    "__imul__",
+    "__itruediv__",
+    "__ifloordiv__",
+    "__imatmul__",
+    "__ipow__",
+    "__iand__",
+    "__ior__",
+    "__ixor__",
+    "__imod__",
+    "__ilshift__",
+    "__irshift__",
 }
+
+
+# Imports from these modules in a stub are for annotations, not re-exports of rules.
+_NOT_RULES = {"typing", "typing_extensions", "__future__", "collections", "abc", "types", "builtins", "enum"}
 
 
 def module_name_for(path: pathlib.Path, root: pathlib.Path) -> str:
@@ -363,7 +379,7 @@ def _load_statement(stmt, module, module_name, is_package, where, add) -> None: 
                 level = len(small.relative)
                 target = module.code_for_node(small.module) if small.module else ""
                 source_mod = _resolve_relative(module_name, is_package, level, target) if level else target
-                if source_mod.startswith("spmdcheck") or source_mod in ("typing", "typing_extensions", "__future__"):
+                if source_mod.startswith("spmdcheck") or source_mod.split(".")[0] in _NOT_RULES:
                     continue
                 for alias in small.names:
                     name = module.code_for_node(alias.name)
@@ -378,9 +394,15 @@ def _load_small(small, module, prefix, add, where) -> None:  # noqa: ANN001
     if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name):
         text = module.code_for_node(small.annotation.annotation).replace(" ", "")
         if text.startswith("LocalType["):
-            letter = ast.literal_eval(text[len("LocalType["):-1])
-            add(OpRule(qualname=f"{prefix}.{small.target.value}", const_type=str(letter),
-                       returns=Returns.VALUE, source=where))
+            letter = ast.literal_eval(text[len("LocalType[") : -1])
+            add(
+                OpRule(
+                    qualname=f"{prefix}.{small.target.value}",
+                    const_type=str(letter),
+                    returns=Returns.VALUE,
+                    source=where,
+                )
+            )
     elif isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
         value = module.code_for_node(small.value)
         if value.replace(".", "").replace("_", "").isalnum():

@@ -1,4 +1,5 @@
 """Parse the textual spellings of types: ``R``, ``S(1)``, ``Shard(-1)``, ``"tp: V, dp: S(0)"``."""
+
 from __future__ import annotations
 
 import re
@@ -6,10 +7,14 @@ import re
 from spmdcheck.lattice import AxisType, Kind, S
 
 _NAMES = {
-    "R": Kind.R, "Replicate": Kind.R,
-    "I": Kind.I, "Invariant": Kind.I,
-    "V": Kind.V, "Varying": Kind.V,
-    "P": Kind.P, "Partial": Kind.P,
+    "R": Kind.R,
+    "Replicate": Kind.R,
+    "I": Kind.I,
+    "Invariant": Kind.I,
+    "V": Kind.V,
+    "Varying": Kind.V,
+    "P": Kind.P,
+    "Partial": Kind.P,
 }
 _SHARD = re.compile(r"^(?:S|Shard)\(\s*(-?\d+)\s*\)$")
 
@@ -35,7 +40,7 @@ def parse_type_spec(text: str) -> dict[str, AxisType]:
     if body.startswith("{") and body.endswith("}"):
         body = body[1:-1]
     if not body.strip():
-        raise TypeSpecError("empty type spec: name at least one axis, like \"tp: V\"")
+        raise TypeSpecError('empty type spec: name at least one axis, like "tp: V"')
     # split on commas that are not inside parentheses
     parts, depth, cur = [], 0, ""
     for ch in body:
