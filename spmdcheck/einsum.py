@@ -209,8 +209,7 @@ def _judge_spec(spec: Spec, types: Sequence[AxisType], ops: Sequence[Operand], s
     for lab in sorted(distinct):
         for k in range(len(types)):
             if spec.contains(k, lab) and labels.get(k) != lab:
-                if k in labels:
-                    continue  # sharded on another label: reported as mixed below
+                # operand k holds the label whole (even if it is sharded on another one): shapes cannot match
                 return Outcome(AxisType(Kind.V), LayoutIssue("split", lab, k))
     if len(distinct) > 1:
         return Outcome(AxisType(Kind.V), LayoutIssue("mixed", ",".join(sorted(distinct)), -1))
@@ -236,9 +235,14 @@ def judge_axis(
     for k in unknown:
         fixed = len(eq.inputs[k]) - 1
         shard = types[k].shard if types[k].kind is Kind.V else None
-        lo = fixed if shard is None or shard < 0 else max(fixed, shard + 1)
+        if shard is None:
+            lo = fixed
+        elif shard < 0:
+            lo = max(fixed, -shard)  # the annotation rules out ranks where S(d) is out of range
+        else:
+            lo = max(fixed, shard + 1)
         choices.append(range(lo, lo + 3))
-    outcomes = []
+    trials: list[tuple[Outcome, bool]] = []  # (outcome, some ellipsis stands for no dim)
     for combo in itertools.product(*choices):
         trial = list(ranks)
         for k, r in zip(unknown, combo):
@@ -253,20 +257,29 @@ def judge_axis(
             if isinstance(result, AxisType) and result.shard is not None:
                 # the rank is a guess: count the dim from the right, which all guesses share
                 outcome = Outcome(AxisType(Kind.V, shard=result.shard - len(trial_spec.output)), outcome.issue)
-            outcomes.append(outcome)
-    if not outcomes:
+            empty = any(r == len(eq.inputs[k]) - 1 for k, r in zip(unknown, combo))
+            trials.append((outcome, empty))
+    if not trials:
         return Outcome(AxisType(Kind.V))
-
-    def shape(o: Outcome) -> tuple:
-        # labels of ellipsis dims differ between candidate ranks; the verdict is what matters
-        return (o.result, o.issue.kind if o.issue else None)
-
-    if all(shape(o) == shape(outcomes[0]) for o in outcomes):
+    outcomes = [o for o, _ in trials]
+    if not _agree(outcomes):
+        # an ellipsis usually stands for at least one dim: decide on those readings if they agree
+        outcomes = [o for o, empty in trials if not empty] or outcomes
+    if _agree(outcomes):
         return outcomes[0]
     clean = [o for o in outcomes if o.issue is None and not isinstance(o.result, AxisError)]
-    if clean and all(o == clean[0] for o in clean):
+    if clean and _agree(clean):
         return clean[0]
     first = outcomes[0].result
     if isinstance(first, AxisError):
         return outcomes[0]
-    return Outcome(AxisType(first.kind) if first.kind is not Kind.V else AxisType(Kind.V))
+    return Outcome(AxisType(first.kind))
+
+
+def _agree(outcomes: list[Outcome]) -> bool:
+    """Same verdict: labels of ellipsis dims differ between candidate ranks, and do not matter."""
+
+    def verdict(o: Outcome) -> tuple:
+        return (o.result, o.issue.kind if o.issue else None)
+
+    return all(verdict(o) == verdict(outcomes[0]) for o in outcomes)

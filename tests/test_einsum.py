@@ -254,12 +254,6 @@ BMM = "bmk,bkn->bmn"
 LIN = "...i,oi->...o"
 BIL = "bn,anm,bm->ba"
 
-XFAIL_ROW6 = pytest.mark.xfail(
-    strict=True,
-    reason="row 6: x S0 (m split, k whole) with w S0 (k split) must be E-SPLIT(k); _judge_spec skips "
-    "operands sharded on another label ('continue') and reports only MIXED",
-)
-
 # (id, equation, ranks, types, expected)
 VECTORS = [
     ("1", MM, [2, 2], [R, R], R),
@@ -267,7 +261,7 @@ VECTORS = [
     ("3", MM, [2, 2], [R, S(1)], S(1)),
     ("4", MM, [2, 2], [S(1), S(0)], VP),
     ("5", MM, [2, 2], [R, S(0)], SPLIT("k", 0)),
-    pytest.param("6", MM, [2, 2], [S(0), S(0)], SPLIT("k", 0), id="6", marks=XFAIL_ROW6),
+    pytest.param("6", MM, [2, 2], [S(0), S(0)], SPLIT("k", 0), id="6"),
     ("7", MM, [2, 2], [S(0), S(1)], MIXED),
     ("8", MM, [2, 2], [P, R], P),
     ("9", MM, [2, 2], [R, P], P),
@@ -402,11 +396,6 @@ def test_vector_row_34_row_parallel_bias_is_w_psum():
     assert shadow_partial_check([Operand(Kind.V), Operand(Kind.V)], [True, True], Linearity.LINEAR) is Kind.P
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="same bug as row 6: A is sharded on n and holds m whole while r is split on m; section 1.5 "
-    "raises E-SPLIT(m, whole_in=1) but _judge_spec skips A ('continue') and reports MIXED",
-)
 def test_split_wins_over_mixed_when_a_sharded_operand_holds_the_label_whole():
     out = judge(BIL, [2, 3, 2], [S(1), S(1), S(1)])  # l: n, A: n, r: m
     check(out, SPLIT("m", 1))
@@ -474,20 +463,11 @@ def test_unknown_rank_output_position_counts_from_the_right():
     check(judge(mm_nd, [None, None], [S(-1), R]), SPLIT("k", 1))
 
 
-NEG_SHARD_BUG = pytest.mark.xfail(
-    strict=True,
-    reason="judge_axis tries ranks that a negative shard rules out (lo = fixed labels even when -shard > "
-    "fixed): the impossible trial yields plain V and the definite S(d) of section 1.1.3 is lost",
-)
-
-
-@NEG_SHARD_BUG
 def test_unknown_rank_linear_batch_shard_from_the_right():
     # F.linear x S(-2) of unknown rank: the last ellipsis dim E1 -> output S(-2) (x's rank is >= 2)
     check(judge(LIN, [None, 2], [S(-2), R]), S(-2))
 
 
-@NEG_SHARD_BUG
 def test_unknown_rank_matmul_batch_shard_from_the_right():
     # matmul N-D x N-D: a batch dim S(d), d <= -3, sharded in both -> output S(d)
     check(judge("...mk,...kn->...mn", [None, None], [S(-3), S(-3)]), S(-3))
