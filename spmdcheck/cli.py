@@ -159,7 +159,7 @@ def _check(args: argparse.Namespace) -> int:
         if color is None and (os.environ.get("NO_COLOR") or not sys.stdout.isatty()):
             color = False
         write_text(diags, len(files), sys.stdout, color)
-    if status == EXIT_USAGE:
+    if status == EXIT_USAGE or any(d.code == "SPMD000" for d in diags):
         return EXIT_USAGE
     if diags and not args.exit_zero:
         return EXIT_FINDINGS

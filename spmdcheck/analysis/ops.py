@@ -239,18 +239,20 @@ def _contraction_axis(
     bias_param: str | None,
 ) -> tuple[AxisType | _Failure | None, int | None]:
     factors = [s for s in present if s.param != bias_param and s.value is not None]
+    all_factors = [s for s in operand_slots(rule, bound) if s.param != bias_param and s.value is not None]
+    layout_known = len(factors) == len(all_factors)  # a factor without this axis: no equation to judge
     scalars = [s for s in present if s.value is None]
     bias = [s for s in present if s.param == bias_param and s.value is not None]
     op_name = short_name(rule.qualname)
     if not factors:
         return None, None
-    equation, eq_text = _equation(interp, rule, bound, factors, node)
+    equation, eq_text = _equation(interp, rule, bound, all_factors, node)
     ranks = [s.value.rank if isinstance(s.value, TensorValue) else None for s in factors]
     ops = _operands(factors + scalars, axis)
     types = [s.value.type[axis] for s in factors]  # type: ignore[union-attr]
     site = Site(interp.ctx.site(node), "contraction")
     rank: int | None = None
-    if equation is not None:
+    if equation is not None and layout_known:
         try:
             outcome = einsum.judge_axis(equation, ranks, types, _operands(factors, axis), site)
             spec = einsum.expand(equation, ranks)

@@ -31,7 +31,8 @@ class Code:
 
 
 _ALL = [
-    # 0xx: the input itself
+    # 0xx: the input itself (and the checker itself)
+    Code("SPMD000", "internal-error", "error", "spmdcheck failed on this file; the rest of the run goes on. Please report it."),
     Code("SPMD001", "syntax-error", "error", "The file cannot be parsed; it was not checked."),
     Code("SPMD002", "malformed-annotation", "error", "An SPMD type annotation or type argument cannot be read."),
     Code("SPMD003", "unknown-axis", "error", "A mesh axis name that is not an axis of the mesh in scope."),

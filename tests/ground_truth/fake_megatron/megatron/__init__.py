@@ -1,0 +1,1 @@
+"""Test-only fake of Megatron-LM (see ../README.md)."""
