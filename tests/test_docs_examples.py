@@ -33,7 +33,7 @@ def test_every_code_has_a_page_with_examples():
         assert page.startswith(f"# {code} {info.name}"), code
         for section in ("## What it does", "## Why is this a bug", "## The fix"):
             assert section in page, (code, section)
-        if code != "SPMD005":
+        if code not in ("SPMD000", "SPMD005"):  # no program shows a checker bug or a config error
             kinds = [k for k, _ in BLOCK.findall(page)]
             assert "bad" in kinds and "fixed" in kinds, code
 

@@ -9,6 +9,7 @@ import libcst as cst
 from spmdcheck.analysis.values import (
     Homogeneous,
     Literal,
+    PyNumber,
     ScalarValue,
     Seq,
     TensorValue,
@@ -112,11 +113,13 @@ def operand_slots(rule: OpRule, bound: Bound, exclude: tuple[str, ...] = ("out",
             for item, item_node in _flatten(value, node, param.role):
                 if isinstance(item, (TensorValue, ScalarValue)):
                     slots.append(Slot(item, item_node, param.name, divisor))
-                elif (
-                    param.role is ParamRole.TENSOR_OR_NUMBER
-                    and isinstance(item, Literal)
-                    and isinstance(item.value, (int, float, complex))
-                    and not isinstance(item.value, bool)
+                elif param.role is ParamRole.TENSOR_OR_NUMBER and (
+                    isinstance(item, PyNumber)
+                    or (
+                        isinstance(item, Literal)
+                        and isinstance(item.value, (int, float, complex))
+                        and not isinstance(item.value, bool)
+                    )
                 ):
                     slots.append(Slot(None, item_node, param.name, divisor))
     return slots

@@ -13,6 +13,7 @@ from spmdcheck.analysis.binding import Arg, bind
 from spmdcheck.analysis.findings import Finding
 from spmdcheck.analysis.typeexpr import TypeExprError, type_dict
 from spmdcheck.analysis.values import (
+    NUMBER,
     UNKNOWN,
     Alternatives,
     BoundMethod,
@@ -181,7 +182,7 @@ def _apply_rule(interp: Interpreter, rule: OpRule, args: list[Arg], node: cst.CS
             return GroupValue(mesh.axes[0])
         return UNKNOWN
     if rule.passthrough:
-        return UNKNOWN
+        return NUMBER if rule.returns is Returns.NUMBER else UNKNOWN
     if rule.const_type is not None:
         return UNKNOWN
     if rule.factory is not None:
@@ -209,7 +210,7 @@ def _factory(interp: Interpreter, rule: OpRule, bound, args: list[Arg], node: cs
     requires = bound.literal(rule, "requires_grad") is True
     grad = GradState.YES if requires and interp.grad_enabled else GradState.NO
     kind = rule.factory
-    rank = _shape_rank(args)
+    rank = _shape_rank(rule, bound)
     if kind == "like":
         source = next((v for _, v, _ in args if isinstance(v, TensorValue)), None)
         if source is None:
@@ -226,20 +227,29 @@ def _factory(interp: Interpreter, rule: OpRule, bound, args: list[Arg], node: cs
     return interp.factory_tensor(rank, grad, typed=True)
 
 
-def _shape_rank(args: list[Arg]) -> int | None:
-    sizes = [v for k, v, _ in args if k is None]
-    if not sizes:
+def _shape_rank(rule: OpRule, bound) -> int | None:  # noqa: ANN001
+    """A factory's rank: fixed by its stub, or the length of its size argument(s)."""
+    if rule.factory_rank is not None:
+        return rule.factory_rank
+    if rule.factory_size is None:
         return None
-    if len(sizes) == 1 and isinstance(sizes[0], Seq):
-        return len(sizes[0].items)
-    if all(isinstance(v, Literal) and isinstance(v.value, int) for v in sizes):
-        return len(sizes)
-    if all(not isinstance(v, (TensorValue, Seq)) for v in sizes):
-        return len(sizes)
+    given = bound.all(rule.factory_size)
+    param = rule.param(rule.factory_size)
+    if param is not None and param.variadic and not (len(given) == 1 and isinstance(given[0][0], Seq)):
+        return len(given) if given else None
+    if len(given) == 1 and isinstance(given[0][0], Seq):
+        return len(given[0][0].items)
     return None
 
 
 def python_arith(left: Value, right: Value, dunder: str) -> Value:
+    from spmdcheck.analysis.values import PyNumber
+
+    numeric = (PyNumber, Literal)
+    if isinstance(left, numeric) and isinstance(right, numeric) and (
+        isinstance(left, PyNumber) or isinstance(right, PyNumber)
+    ):
+        return NUMBER
     if isinstance(left, Literal) and isinstance(right, Literal):
         try:
             import operator

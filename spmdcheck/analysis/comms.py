@@ -184,7 +184,7 @@ def transition(
                 )
             )
     else:
-        _check_src(interp, api, x, actual, src, axis, operand, node, implicit_partial, x_node)
+        _check_src(interp, api, x, actual, src, axis, operand, node, implicit_partial, x_node, dst)
     out = dst
     if (
         actual is not None
@@ -232,6 +232,7 @@ def _check_src(
     node: cst.CSTNode,
     implicit_partial: bool,
     x_node: cst.CSTNode | None,
+    dst: AxisType | None = None,
 ) -> None:
     a, s = actual.kind, src.kind
     ok = a is s or (s is Kind.P and a is Kind.V and implicit_partial)
@@ -279,7 +280,8 @@ def _check_src(
                     [Suggestion(f"use src={right}", type_spelling(interp, right))],
                 )
             )
-    if actual.is_pending and not (s is Kind.P or api in ("all_reduce", "reduce_scatter")):
+    discharged = s is Kind.P or api in REDUCING or (dst is not None and dst.kind is Kind.P)
+    if actual.is_pending and not discharged:
         interp.report(
             Finding(
                 "SPMD201",

@@ -33,7 +33,7 @@ from spmdcheck.lattice import (
     shadow_partial_check,
     suggest_fixes,
 )
-from spmdcheck.rules.model import OpRule, Returns
+from spmdcheck.rules.model import OpRule, ParamRole, Returns
 
 if TYPE_CHECKING:
     from spmdcheck.analysis.interpreter import Interpreter
@@ -135,8 +135,10 @@ def apply_op(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.CSTNode)
         # gradual typing: an operand we could not model may be a tensor of any type
         result_axes = {}
         grad = GradState.UNKNOWN if grad is not GradState.YES else grad
-    # an op that failed on an axis leaves its result untyped there: no cascades
     result = TensorValue(SpmdType(result_axes), grad, result_rank)
+    if failed:
+        # the error is reported once: what the op produced is unknown, so nothing downstream cascades
+        return UNKNOWN
     _inplace(interp, rule, bound, result, node)
     return _shape_result(rule, result)
 
@@ -327,22 +329,28 @@ class _ProductSlot(Slot):
 def _equation(
     interp: Interpreter, rule: OpRule, bound: Bound, factors: list[Slot], node: cst.CSTNode
 ) -> tuple[einsum.Equation | None, str]:
+    """The op's equation over `factors`, or None when it cannot be known (an operand we could not model)."""
     kind = rule.contraction or ""
     if kind == "einsum":
         first = rule.params[0].name if rule.params else "equation"
         value = bound.get(first)
-        if isinstance(value, Literal) and isinstance(value.value, str):
-            try:
-                return einsum.parse_equation(value.value, len(factors)), value.value
-            except einsum.EinsumError as exc:
-                interp.report(Finding("SPMD004", node, f"malformed einsum equation: {exc}"))
-                return None, value.value
-        return None, "?"
+        if not (isinstance(value, Literal) and isinstance(value.value, str)):
+            return None, "?"
+        given = sum(len(bound.all(p.name)) for p in rule.params[1:] if p.role is not ParamRole.OTHER)
+        try:
+            equation = einsum.parse_equation(value.value, given)
+        except einsum.EinsumError as exc:
+            interp.report(Finding("SPMD004", node, f"malformed einsum equation: {exc}"))
+            return None, value.value
+        return (equation if given == len(factors) else None), value.value
     ranks = [s.value.rank if isinstance(s.value, TensorValue) else None for s in factors]
     text = einsum.equation_for(kind, ranks)
     if text is None:
         return None, kind
-    return einsum.parse_equation(text, len(factors)), text
+    try:
+        return einsum.parse_equation(text, len(factors)), text
+    except einsum.EinsumError:
+        return None, text
 
 
 def _report_missing(interp: Interpreter, slot: Slot, axis: str, node: cst.CSTNode, op_name: str) -> None:
@@ -384,7 +392,7 @@ def megatron_spelling(interp: Interpreter, api: str, src: str, dst: str, axis: s
     return None
 
 
-def _local_spelling(interp: "Interpreter", qualname: str) -> str:
+def _local_spelling(interp: Interpreter, qualname: str) -> str:
     """How this file can name `qualname`: through its own import of the function or of a module re-exporting it."""
     registry = interp.ctx.registry
     short = qualname.rsplit(".", 1)[-1]

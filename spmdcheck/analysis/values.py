@@ -33,6 +33,14 @@ NONE = Literal(None)
 
 
 @dataclass(frozen=True)
+class PyNumber(Value):
+    """A Python number whose value is not known statically (x.size(0), dist.get_world_size())."""
+
+
+NUMBER = PyNumber()
+
+
+@dataclass(frozen=True)
 class TensorValue(Value):
     type: SpmdType = field(default_factory=SpmdType)  # only the axes we know
     grad: GradState = GradState.UNKNOWN

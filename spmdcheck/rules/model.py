@@ -35,6 +35,7 @@ class Returns(enum.Enum):
     TENSORS = "tensors"  # tuple/list of tensors with one type
     NONE = "none"
     VALUE = "value"  # a non-tensor Python value: untyped
+    NUMBER = "number"  # a Python number of unknown value (size(0), get_world_size(), item())
 
 
 @dataclass(frozen=True)
@@ -115,6 +116,8 @@ class OpRule:
     bias: str | None = None  # the bias parameter of a contraction/affine op
     affine_bias: str | None = None  # addmm family: linear(product, bias)
     factory: str | None = None  # deterministic, random, like, new
+    factory_size: str | None = None  # the parameter holding the shape (its length is the rank)
+    factory_rank: int | None = None  # a fixed rank (arange: 1, eye: 2)
     passthrough: bool = False
     opaque: bool = False
     grad: str | None = None  # "yes", "no"

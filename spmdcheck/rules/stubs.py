@@ -128,6 +128,8 @@ def _returns(annotation: cst.Annotation | None, module: cst.Module) -> Returns:
         return Returns.TENSORS
     if text in ("Tensor", "Self") or text.endswith(".Tensor") or text.startswith("Tensor|"):
         return Returns.TENSOR
+    if text in ("int", "float", "bool", "complex", "Number", "int|float", "float|int"):
+        return Returns.NUMBER
     return Returns.VALUE
 
 
@@ -203,9 +205,12 @@ def _apply_decorator(rule: OpRule, name: str, args: list[object], kwargs: dict[s
         rule.contraction = str(args[1]) if len(args) > 1 else None
     elif name == "factory":
         rule.factory = str(args[0]) if args else "deterministic"
+        rule.factory_size = kwargs.get("size")  # type: ignore[assignment]
+        rule.factory_rank = kwargs.get("rank")  # type: ignore[assignment]
     elif name == "passthrough":
         rule.passthrough = True
-        rule.returns = Returns.VALUE
+        if rule.returns is not Returns.NUMBER:
+            rule.returns = Returns.VALUE
     elif name == "opaque":
         rule.opaque = True
     elif name == "grad":

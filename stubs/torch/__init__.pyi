@@ -366,11 +366,11 @@ def addr(
 # Factories (type_system.md 2.6)
 # ---------------------------------------------------------------------------
 
-@factory("deterministic")
+@factory("deterministic", size="size")
 def zeros(*size: Any, dtype: dtype | None = None, device: Any = None, requires_grad: bool = False) -> Tensor: ...
-@factory("deterministic")
+@factory("deterministic", size="size")
 def ones(*size: Any, dtype: dtype | None = None, device: Any = None, requires_grad: bool = False) -> Tensor: ...
-@factory("deterministic")
+@factory("deterministic", size="size")
 def full(
     size: Sequence[int],
     fill_value: Number,
@@ -379,7 +379,7 @@ def full(
     device: Any = None,
     requires_grad: bool = False,
 ) -> Tensor: ...
-@factory("deterministic")
+@factory("deterministic", rank=1)
 def arange(
     start: Number = 0,
     end: Number | None = None,
@@ -389,7 +389,7 @@ def arange(
     device: Any = None,
     requires_grad: bool = False,
 ) -> Tensor: ...
-@factory("deterministic")
+@factory("deterministic", rank=1)
 def linspace(
     start: Number,
     end: Number,
@@ -399,7 +399,7 @@ def linspace(
     device: Any = None,
     requires_grad: bool = False,
 ) -> Tensor: ...
-@factory("deterministic")
+@factory("deterministic", rank=1)
 def logspace(
     start: Number,
     end: Number,
@@ -410,7 +410,7 @@ def logspace(
     device: Any = None,
     requires_grad: bool = False,
 ) -> Tensor: ...
-@factory("deterministic")
+@factory("deterministic", rank=2)
 def eye(
     n: int, m: int | None = None, *, dtype: dtype | None = None, device: Any = None, requires_grad: bool = False
 ) -> Tensor: ...
@@ -426,7 +426,7 @@ def tensor(
 def as_tensor(
     data: Tensor | Any, dtype: dtype | None = None, device: Any = None, requires_grad: bool = False
 ) -> Tensor: ...
-@factory("random")
+@factory("random", size="size")
 def randn(
     *size: Any,
     generator: Generator | None = None,
@@ -434,7 +434,7 @@ def randn(
     device: Any = None,
     requires_grad: bool = False,
 ) -> Tensor: ...
-@factory("random")
+@factory("random", size="size")
 def rand(
     *size: Any,
     generator: Generator | None = None,
@@ -450,7 +450,7 @@ def randint(
     device: Any = None,
     requires_grad: bool = False,
 ) -> Tensor: ...
-@factory("random")
+@factory("random", rank=1)
 def randperm(
     n: int,
     *,
@@ -459,7 +459,7 @@ def randperm(
     device: Any = None,
     requires_grad: bool = False,
 ) -> Tensor: ...
-@factory("random")
+@factory("random", size="size")
 def empty(*size: Any, dtype: dtype | None = None, device: Any = None, requires_grad: bool = False) -> Tensor: ...
 @factory("random")
 def normal(
@@ -1125,15 +1125,15 @@ class Tensor:
     def addr_(self, vec1: Tensor, vec2: Tensor, *, beta: Number = 1, alpha: Number = 1) -> Tensor: ...
 
     # ----- Factories from a receiver: R on every mesh axis --------------
-    @factory("new")
+    @factory("new", size="size")
     def new_zeros(
         self, *size: Any, dtype: dtype | None = None, device: Any = None, requires_grad: bool = False
     ) -> Tensor: ...
-    @factory("new")
+    @factory("new", size="size")
     def new_ones(
         self, *size: Any, dtype: dtype | None = None, device: Any = None, requires_grad: bool = False
     ) -> Tensor: ...
-    @factory("new")
+    @factory("new", size="size")
     def new_full(
         self,
         size: Sequence[int],
@@ -1143,7 +1143,7 @@ class Tensor:
         device: Any = None,
         requires_grad: bool = False,
     ) -> Tensor: ...
-    @factory("new")
+    @factory("new", size="size")
     def new_empty(
         self, *size: Any, dtype: dtype | None = None, device: Any = None, requires_grad: bool = False
     ) -> Tensor: ...

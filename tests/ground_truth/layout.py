@@ -183,3 +183,9 @@ def has_global_meaning(types: TypeMap) -> bool:
 
 def all_coords(sizes: tuple[int, ...]) -> list[tuple[int, ...]]:
     return list(itertools.product(*(range(s) for s in sizes)))
+
+
+def rank_cotangent(shape: tuple[int, ...], seed: int, index: int, rank: int) -> torch.Tensor:
+    """The cotangent a rank draws for output ``index`` when the parent sends none:
+    per-rank random (V-like), reproducible by the parent from the same numbers."""
+    return seeded_randn(tuple(shape), "cotangent", seed, index, rank)

@@ -58,8 +58,11 @@ def log_softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dty
 @dims("narrow", "dim")
 def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor: ...
 
-# ----- normalisations (statistics over dims: shard dropped) -----------------
+# ----- normalisations -------------------------------------------------------
+# layer_norm / rms_norm take statistics over the trailing normalized dims: a shard on a leading
+# (sequence, batch) dim is kept. Sharding the normalized dims is itself a bug (statistics of a block).
 @nonlinear
+@dims("keep")
 def layer_norm(
     input: Tensor,
     normalized_shape: Sequence[int],
@@ -68,6 +71,7 @@ def layer_norm(
     eps: float = 1e-05,
 ) -> Tensor: ...
 @nonlinear
+@dims("keep")
 def rms_norm(
     input: Tensor, normalized_shape: Sequence[int], weight: Tensor | None = None, eps: float | None = None
 ) -> Tensor: ...

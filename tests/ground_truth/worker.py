@@ -1,0 +1,171 @@
+"""What runs inside a rank process: join the process group once, then run programs
+sent by the parent (pool.py) until told to stop.
+
+A job is a dict (see :func:`run_job`); the answer is a dict with ``status`` "ok"
+or "error". Messages are pickled by value with plain ``pickle`` (no shared
+memory), one ``send_bytes`` each way.
+"""
+from __future__ import annotations
+
+import contextlib
+import datetime
+import os
+import pickle
+import sys
+import traceback
+import types
+import warnings
+
+FAKE_MEGATRON = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fake_megatron")
+UNSUPPORTED_MARK = "fake megatron"
+
+
+def rank_main(kind: str, rank: int, world: int, port: int, conn) -> None:  # noqa: ANN001
+    """Entry of a rank process. ``kind`` is "gloo" (a real group) or "fake" (spmd-types' checker)."""
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    warnings.filterwarnings("ignore")
+    if FAKE_MEGATRON not in sys.path:
+        sys.path.insert(0, FAKE_MEGATRON)
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    try:
+        if kind == "gloo":
+            dist.init_process_group("gloo", rank=rank, world_size=world,
+                                    timeout=datetime.timedelta(seconds=120))
+        else:
+            from torch.testing._internal.distributed.fake_pg import FakeStore
+
+            dist.init_process_group("fake", rank=rank, world_size=world, store=FakeStore())
+        conn.send_bytes(pickle.dumps({"status": "ready", "pid": os.getpid()}))
+    except Exception as exc:  # noqa: BLE001
+        conn.send_bytes(pickle.dumps({"status": "error", "error": _error(exc, "init")}))
+        return
+    state = _RankState(kind, rank, world)
+    while True:
+        try:
+            raw = conn.recv_bytes()
+        except (EOFError, OSError):
+            break
+        job = pickle.loads(raw)
+        if job == "stop":
+            break
+        try:
+            result = state.run_job(job)
+        except BaseException as exc:  # noqa: BLE001 - report, never die silently
+            result = {"status": "error", "error": _error(exc, "harness")}
+        try:
+            conn.send_bytes(pickle.dumps(result))
+        except Exception as exc:  # noqa: BLE001 - e.g. an unpicklable output
+            conn.send_bytes(pickle.dumps({"status": "error", "error": _error(exc, "harness")}))
+    with contextlib.suppress(Exception):
+        dist.destroy_process_group()
+
+
+def _error(exc: BaseException, stage: str) -> dict:
+    tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
+    text = "".join(tb)
+    unsupported = (
+        isinstance(exc, (ImportError, NotImplementedError)) or UNSUPPORTED_MARK in str(exc)
+        or (isinstance(exc, AttributeError) and "fake_megatron" in text)
+    )
+    spmd_error = any(c.__name__ == "SpmdTypeError" for c in type(exc).__mro__)
+    return {
+        "type": type(exc).__name__,
+        "message": str(exc)[:2000],
+        "traceback": text[-4000:],
+        "stage": stage,
+        "unsupported": unsupported,
+        "spmd_type_error": spmd_error,
+    }
+
+
+class _RankState:
+    def __init__(self, kind: str, rank: int, world: int) -> None:
+        self.kind, self.rank, self.world = kind, rank, world
+        self.meshes: dict = {}
+
+    def mesh(self, axes: tuple[str, ...], sizes: tuple[int, ...]):  # noqa: ANN201
+        key = (axes, sizes)
+        if key not in self.meshes:
+            from torch.distributed.device_mesh import init_device_mesh
+
+            self.meshes[key] = init_device_mesh("cpu", sizes, mesh_dim_names=axes)
+        return self.meshes[key]
+
+    def run_job(self, job: dict) -> dict:
+        import torch
+
+        from .layout import rank_cotangent
+
+        axes, sizes = tuple(job["axes"]), tuple(job["sizes"])
+        mesh = self.mesh(axes, sizes)
+        name = f"_gt_program_{job['id']}"
+        module = types.ModuleType(name)
+        module.__file__ = job["path"]
+        sys.modules[name] = module
+        stage = "load"
+        try:
+            import spmd_types as spmd
+            from megatron.core import parallel_state
+
+            exec(compile(job["source"], job["path"], "exec"), module.__dict__)  # noqa: S102
+            fn = module.__dict__[job["entry"]]
+            inputs = {k: v.detach().clone().requires_grad_(v.is_floating_point()) for k, v in job["inputs"].items()}
+            torch.manual_seed(job.get("seed", 0))
+            parallel_state._bind_mesh(mesh)
+            checking = job.get("mode") == "typecheck"
+            with spmd.set_current_mesh(mesh):
+                if checking:
+                    from spmd_types.checker import typecheck
+
+                    for k, t in inputs.items():
+                        ty = job["input_types"].get(k)
+                        if ty is not None:
+                            spmd.assert_type(t, {a: _spmd_type(spmd, kd, d) for a, (kd, d) in ty.items()})
+                    stage = "forward"
+                    with typecheck(strict_mode="strict" if job.get("strict") else "permissive"):
+                        out = fn(**inputs)
+                    return {"status": "ok", "outputs": [], "grads": {}, "self_backward": False}
+                stage = "forward"
+                out = fn(**inputs)
+                outs = list(out) if isinstance(out, (tuple, list)) else ([] if out is None else [out])
+                self_backward = any(t.grad is not None for t in inputs.values())
+                stage = "backward"
+                if not self_backward:
+                    tensors, cots = [], []
+                    for i, o in enumerate(outs):
+                        if not (isinstance(o, torch.Tensor) and o.requires_grad):
+                            continue
+                        cot = job["cotangents"][i] if i < len(job["cotangents"]) else None
+                        if isinstance(cot, torch.Tensor) and tuple(cot.shape) == tuple(o.shape):
+                            c = cot.to(o.dtype)
+                        else:  # seeded per rank (no global meaning) or a shape the reference did not expect
+                            c = rank_cotangent(tuple(o.shape), int(job.get("seed", 0)), i, self.rank).to(o.dtype)
+                        tensors.append(o)
+                        cots.append(c)
+                    if tensors:
+                        torch.autograd.backward(tensors, cots)
+            return {
+                "status": "ok",
+                "outputs": [o.detach().clone() if isinstance(o, torch.Tensor) else None for o in outs],
+                "grads": {k: (None if t.grad is None else t.grad.detach().clone()) for k, t in inputs.items()},
+                "self_backward": self_backward,
+            }
+        except BaseException as exc:  # noqa: BLE001
+            return {"status": "error", "error": _error(exc, stage)}
+        finally:
+            sys.modules.pop(name, None)
+            with contextlib.suppress(Exception):
+                from megatron.core import parallel_state
+
+                parallel_state._bind_mesh(None)
+
+
+def _spmd_type(spmd, kind: str, dim: int | None):  # noqa: ANN001, ANN202
+    if kind == "S":
+        return spmd.S(dim)
+    return {"R": spmd.R, "I": spmd.I, "V": spmd.V, "P": spmd.P}[kind]
