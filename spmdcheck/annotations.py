@@ -40,6 +40,7 @@ __all__ = [
     "factory",
     "passthrough",
     "opaque",
+    "rank_dependent",
     "grad",
     "dims",
     "inplace",
@@ -92,6 +93,7 @@ multilinear = _identity
 nonlinear = _identity
 passthrough = _identity
 opaque = _identity
+rank_dependent = _identity
 
 # Parametrised stub decorators: all are no-ops at run time.
 divisor = _factory

@@ -150,5 +150,14 @@ def check_file(path: str, settings: Settings, registry: Registry | None = None) 
         return FileResult(path, [make(path, "SPMD001", "file is too deeply nested to analyse")])
     except Exception as exc:  # noqa: BLE001 - one file's bug in the checker must not stop the run
         where = traceback.extract_tb(exc.__traceback__)[-1]
-        return FileResult(path, [make(path, "SPMD000", f"internal error: {type(exc).__name__}: {exc} "
-                                                       f"(at {pathlib.Path(where.filename).name}:{where.lineno})")])
+        return FileResult(
+            path,
+            [
+                make(
+                    path,
+                    "SPMD000",
+                    f"internal error: {type(exc).__name__}: {exc} "
+                    f"(at {pathlib.Path(where.filename).name}:{where.lineno})",
+                )
+            ],
+        )

@@ -14,6 +14,7 @@ from spmdcheck.analysis.findings import Finding
 from spmdcheck.analysis.typeexpr import TypeExprError, type_dict
 from spmdcheck.analysis.values import (
     NUMBER,
+    RANK,
     UNKNOWN,
     Alternatives,
     BoundMethod,
@@ -24,6 +25,7 @@ from spmdcheck.analysis.values import (
     Literal,
     MeshValue,
     ModuleRef,
+    RankValue,
     Seq,
     TensorValue,
     TypeValue,
@@ -182,6 +184,8 @@ def _apply_rule(interp: Interpreter, rule: OpRule, args: list[Arg], node: cst.CS
             return GroupValue(mesh.axes[0])
         return UNKNOWN
     if rule.passthrough:
+        if rule.rank_dependent:
+            return RANK
         return NUMBER if rule.returns is Returns.NUMBER else UNKNOWN
     if rule.const_type is not None:
         return UNKNOWN
@@ -245,9 +249,13 @@ def _shape_rank(rule: OpRule, bound) -> int | None:  # noqa: ANN001
 def python_arith(left: Value, right: Value, dunder: str) -> Value:
     from spmdcheck.analysis.values import PyNumber
 
+    if isinstance(left, RankValue) or isinstance(right, RankValue):
+        return RANK
     numeric = (PyNumber, Literal)
-    if isinstance(left, numeric) and isinstance(right, numeric) and (
-        isinstance(left, PyNumber) or isinstance(right, PyNumber)
+    if (
+        isinstance(left, numeric)
+        and isinstance(right, numeric)
+        and (isinstance(left, PyNumber) or isinstance(right, PyNumber))
     ):
         return NUMBER
     if isinstance(left, Literal) and isinstance(right, Literal):

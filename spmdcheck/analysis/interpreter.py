@@ -17,6 +17,7 @@ from spmdcheck.analysis.context import FileContext
 from spmdcheck.analysis.findings import Finding
 from spmdcheck.analysis.values import (
     NONE,
+    RANK,
     UNKNOWN,
     Alternatives,
     BoundMethod,
@@ -27,6 +28,7 @@ from spmdcheck.analysis.values import (
     Literal,
     MeshValue,
     ModuleRef,
+    RankValue,
     Seq,
     TensorValue,
     TypeValue,
@@ -92,6 +94,7 @@ class Interpreter:
         self.inline_stack: list[cst.FunctionDef] = []
         self.frame = Frame({}, {})
         self.functions: list[cst.FunctionDef] = []
+        self.collectives: list[tuple[str, str | None, cst.CSTNode]] = []  # calls made, in order
 
     # ------------------------------------------------------------------ entry
     def run_module(self, module: cst.Module) -> None:
@@ -231,23 +234,52 @@ class Interpreter:
         self.assign(node.target, result, node.value)
 
     def exec_if(self, node: cst.If) -> None:
-        self.eval(node.test)
+        test = self.eval(node.test)
         ref = self.ctx.site(node)
         before = dict(self.frame.env)
+        start = len(self.collectives)
         self.exec_block(_body(node))
+        in_if = self.collectives[start:]
         after_if = self.frame.env
         self.frame.env = dict(before)
+        middle = len(self.collectives)
         if node.orelse is not None:
             if isinstance(node.orelse, cst.If):
                 self.exec_if(node.orelse)
             else:
                 self.exec_block(_body(node.orelse))
+        in_else = self.collectives[middle:]
+        if isinstance(test, RankValue):
+            self._check_rank_branch(node, in_if, in_else)
         after_else = self.frame.env
         merged: dict[str, Value] = {}
         for name in set(after_if) | set(after_else):
             a, b = after_if.get(name, UNKNOWN), after_else.get(name, UNKNOWN)
             merged[name] = join(a, b, ref)
         self.frame.env = merged
+
+    def _check_rank_branch(self, node: cst.If, in_if: list, in_else: list) -> None:
+        """Collectives must be called by every rank of their group: a rank-dependent branch may not differ."""
+        if_keys = [(api, axis) for api, axis, _ in in_if]
+        else_keys = [(api, axis) for api, axis, _ in in_else]
+        if if_keys == else_keys:
+            return
+        only_if = [c for c in in_if if (c[0], c[1]) not in else_keys]
+        only_else = [c for c in in_else if (c[0], c[1]) not in if_keys]
+        if only_if or only_else:
+            (api, axis, call), arm = (only_if[0], "true") if only_if else (only_else[0], "false")
+        else:  # the same collectives in another order
+            (api, axis, call), arm = in_if[0], "true"
+        where = f"on axis {axis!r} " if axis else ""
+        site = self.ctx.site(node)
+        self.report(
+            Finding(
+                "SPMD501",
+                call,
+                f"`{api}` {where}runs only on the ranks where the rank-dependent condition at {{site:{site}}} is "
+                f"{arm}: the other ranks never join it (or join another collective), and the program hangs",
+            )
+        )
 
     def exec_loop(self, node: cst.For | cst.While) -> None:
         if isinstance(node, cst.For):
@@ -431,16 +463,20 @@ class Interpreter:
             and isinstance(operand.value, (int, float))
         ):
             return Literal(-operand.value)
+        if isinstance(operand, RankValue):
+            return RANK
         if isinstance(operand, (TensorValue, Alternatives)) and isinstance(node.operator, cst.BitInvert):
             return calls.call_method(self, operand, f"{TENSOR}.__invert__", [], node, receiver_node=node.expression)
         return UNKNOWN
 
     def eval_Comparison(self, node: cst.Comparison) -> Value:
         left = self.eval(node.left)
-        result: Value = UNKNOWN
+        result: Value = RANK if isinstance(left, RankValue) else UNKNOWN
         for target in node.comparisons:
             right = self.eval(target.comparator)
             dunder = _CMP_DUNDER.get(type(target.operator))
+            if isinstance(right, RankValue):
+                result = RANK
             if dunder and isinstance(left, (TensorValue, Alternatives)):
                 result = calls.call_method(
                     self, left, f"{TENSOR}.{dunder}", [(None, right, target.comparator)], node, receiver_node=node.left
@@ -449,9 +485,8 @@ class Interpreter:
         return result
 
     def eval_BooleanOperation(self, node: cst.BooleanOperation) -> Value:
-        self.eval(node.left)
-        self.eval(node.right)
-        return UNKNOWN
+        left, right = self.eval(node.left), self.eval(node.right)
+        return RANK if isinstance(left, RankValue) or isinstance(right, RankValue) else UNKNOWN
 
     def eval_IfExp(self, node: cst.IfExp) -> Value:
         self.eval(node.test)

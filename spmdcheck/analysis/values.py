@@ -41,6 +41,14 @@ NUMBER = PyNumber()
 
 
 @dataclass(frozen=True)
+class RankValue(Value):
+    """A Python value that differs across ranks (dist.get_rank(), and anything computed from it)."""
+
+
+RANK = RankValue()
+
+
+@dataclass(frozen=True)
 class TensorValue(Value):
     type: SpmdType = field(default_factory=SpmdType)  # only the axes we know
     grad: GradState = GradState.UNKNOWN

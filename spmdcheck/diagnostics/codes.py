@@ -32,7 +32,12 @@ class Code:
 
 _ALL = [
     # 0xx: the input itself (and the checker itself)
-    Code("SPMD000", "internal-error", "error", "spmdcheck failed on this file; the rest of the run goes on. Please report it."),
+    Code(
+        "SPMD000",
+        "internal-error",
+        "error",
+        "spmdcheck failed on this file; the rest of the run goes on. Please report it.",
+    ),
     Code("SPMD001", "syntax-error", "error", "The file cannot be parsed; it was not checked."),
     Code("SPMD002", "malformed-annotation", "error", "An SPMD type annotation or type argument cannot be read."),
     Code("SPMD003", "unknown-axis", "error", "A mesh axis name that is not an axis of the mesh in scope."),
@@ -141,6 +146,13 @@ _ALL = [
         "An argument disagrees with the callee's annotated parameter type.",
     ),
     Code("SPMD404", "invalid-loss-type", "error", "backward() on a loss that is Replicate or Varying on some axis."),
+    # 5xx: control flow
+    Code(
+        "SPMD501",
+        "collective-in-rank-branch",
+        "error",
+        "A collective runs only under a rank-dependent condition: the other ranks never join it (deadlock).",
+    ),
 ]
 
 CODES: dict[str, Code] = {c.code: c for c in _ALL}

@@ -119,6 +119,7 @@ class OpRule:
     factory_size: str | None = None  # the parameter holding the shape (its length is the rank)
     factory_rank: int | None = None  # a fixed rank (arange: 1, eye: 2)
     passthrough: bool = False
+    rank_dependent: bool = False  # returns a value that differs across ranks (a rank index)
     opaque: bool = False
     grad: str | None = None  # "yes", "no"
     dims: DimsRule | None = None

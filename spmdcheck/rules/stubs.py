@@ -211,6 +211,9 @@ def _apply_decorator(rule: OpRule, name: str, args: list[object], kwargs: dict[s
         rule.passthrough = True
         if rule.returns is not Returns.NUMBER:
             rule.returns = Returns.VALUE
+    elif name == "rank_dependent":
+        rule.rank_dependent = True
+        rule.passthrough = True
     elif name == "opaque":
         rule.opaque = True
     elif name == "grad":

@@ -201,6 +201,51 @@ def parse_return(node: ast.AST | None, mesh: tuple[str, ...]) -> list[TypeMap] |
     return None if t is None else [t]
 
 
+# --------------------------------------------------------------------------- module constants
+_BINOPS = {
+    ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+    ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b, ast.Pow: lambda a, b: a ** b,
+}
+
+
+def const_eval(node: ast.AST, env: dict[str, object]) -> object:
+    """Evaluate a literal expression that may name earlier module-level constants (``(TOKENS, HIDDEN)``)."""
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Name):
+        if node.id not in env:
+            raise SpecError(f"{node.id} is not a module-level constant")
+        return env[node.id]
+    if isinstance(node, (ast.Tuple, ast.List)):
+        return tuple(const_eval(e, env) for e in node.elts)
+    if isinstance(node, ast.Dict):
+        return {const_eval(k, env): const_eval(v, env) for k, v in zip(node.keys, node.values)}
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return -const_eval(node.operand, env)  # type: ignore[operator]
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+        return _BINOPS[type(node.op)](const_eval(node.left, env), const_eval(node.right, env))
+    raise SpecError(f"not a constant expression: {ast.unparse(node)}")
+
+
+def module_constants(tree: ast.Module) -> dict[str, object]:
+    env: dict[str, object] = {}
+    for node in tree.body:
+        if not isinstance(node, ast.Assign) or len(node.targets) != 1:
+            continue
+        target = node.targets[0]
+        try:
+            value = const_eval(node.value, env)
+        except (SpecError, TypeError, ZeroDivisionError):
+            continue
+        if isinstance(target, ast.Name):
+            env[target.id] = value
+        elif isinstance(target, ast.Tuple) and all(isinstance(e, ast.Name) for e in target.elts):
+            if isinstance(value, tuple) and len(value) == len(target.elts):
+                for e, v in zip(target.elts, value):
+                    env[e.id] = v  # type: ignore[attr-defined]
+    return env
+
+
 # --------------------------------------------------------------------------- the program
 def expected_diagnostics(text: str) -> set[tuple[int, str, str]]:
     out: set[tuple[int, str, str]] = set()
@@ -225,6 +270,7 @@ def read_program(source: str, path: str = "<program>", entry: str = ENTRY) -> Pr
     except SyntaxError as exc:
         raise SpecError(f"syntax error: {exc.msg}") from exc
     mesh = mesh_of(source)
+    env = module_constants(tree)
     shapes: dict[str, tuple[int, ...]] | None = None
     fn: ast.FunctionDef | None = None
     for node in tree.body:
@@ -234,8 +280,9 @@ def read_program(source: str, path: str = "<program>", entry: str = ENTRY) -> Pr
             [node.target] if isinstance(node, ast.AnnAssign) and node.value is not None else [])
         if any(isinstance(t, ast.Name) and t.id == "GLOBAL_SHAPES" for t in targets):
             try:
-                shapes = {str(k): tuple(int(d) for d in v) for k, v in ast.literal_eval(node.value).items()}
-            except (ValueError, TypeError) as exc:
+                shapes = {str(k): tuple(int(d) for d in v)  # type: ignore[union-attr]
+                          for k, v in const_eval(node.value, env).items()}  # type: ignore[union-attr]
+            except (SpecError, ValueError, TypeError, AttributeError) as exc:
                 raise SpecError(f"GLOBAL_SHAPES is not a literal dict of shapes: {exc}") from exc
     if fn is None:
         raise SpecError(f"no module-level `def {entry}(...)`")

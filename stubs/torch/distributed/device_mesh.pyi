@@ -4,7 +4,7 @@ from typing import Any
 
 from torch.distributed import ProcessGroup
 
-from spmdcheck.annotations import mesh_factory, mesh_group, passthrough
+from spmdcheck.annotations import mesh_factory, mesh_group, passthrough, rank_dependent
 
 @mesh_factory(names="mesh_dim_names")
 def init_device_mesh(
@@ -20,9 +20,9 @@ class DeviceMesh:
     def get_group(self, mesh_dim: int | str | None = None) -> ProcessGroup: ...
     @passthrough
     def size(self, mesh_dim: int | None = None) -> int: ...
-    @passthrough
+    @rank_dependent
     def get_local_rank(self, mesh_dim: int | str | None = None) -> int: ...
-    @passthrough
+    @rank_dependent
     def get_rank(self) -> int: ...
     @passthrough
     def get_coordinate(self) -> tuple[int, ...] | None: ...

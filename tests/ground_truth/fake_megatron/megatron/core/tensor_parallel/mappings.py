@@ -29,13 +29,19 @@ import torch.distributed as dist
 from .. import parallel_state
 
 try:  # the hooks are only used under spmd-types' runtime checker
-    from spmd_types import I, P, R, S, V, rules
+    from spmd_types import I, P, R, S, V, maybe_get_axis_local_type, rules
 except ImportError:  # pragma: no cover - plain execution does not need them
-    rules = None
+    rules = maybe_get_axis_local_type = None
     I = P = R = V = None  # noqa: E741
 
     def S(dim):  # noqa: N802, ANN001, ANN201
         return None
+
+
+def _summed(x, group):  # noqa: ANN001, ANN202
+    """The src of a reduction: V where the value is Varying (spmd-types' local view of a
+    contraction over a sharded dim, which the real collectives accept as P), else P."""
+    return V if maybe_get_axis_local_type(x, group) is V else P
 
 
 def _tp(group):  # noqa: ANN001, ANN202
@@ -122,7 +128,7 @@ class _ReduceFromModelParallelRegion(torch.autograd.Function):
 
     @staticmethod
     def spmd_typecheck(*, input_, group):  # noqa: ANN001, ANN205
-        return rules.all_reduce(input_, group, src=P, dst=I)
+        return rules.all_reduce(input_, group, src=_summed(input_, group), dst=I)
 
 
 class _ScatterToModelParallelRegion(torch.autograd.Function):
@@ -200,7 +206,7 @@ class _ReduceScatterToSequenceParallelRegion(torch.autograd.Function):
 
     @staticmethod
     def spmd_typecheck(*, input_, group):  # noqa: ANN001, ANN205
-        return rules.reduce_scatter(input_, group, src=P, dst=S(0))
+        return rules.reduce_scatter(input_, group, src=_summed(input_, group), dst=S(0))
 
 
 class _AllGatherFromTensorParallelRegion(torch.autograd.Function):
@@ -230,7 +236,7 @@ class _ReduceScatterToTensorParallelRegion(torch.autograd.Function):
 
     @staticmethod
     def spmd_typecheck(*, input_, group):  # noqa: ANN001, ANN205
-        return rules.reduce_scatter(input_, group, src=P, dst=S(-1))
+        return rules.reduce_scatter(input_, group, src=_summed(input_, group), dst=S(-1))
 
 
 class _AllToAll(torch.autograd.Function):

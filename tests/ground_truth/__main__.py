@@ -1,0 +1,63 @@
+"""``python -m tests.ground_truth [FILTER...] [--json OUT]``: sweep the fixtures and print each verdict.
+
+Run from the repository root (or ``python -m ground_truth`` from tests/).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+
+def main(argv: list[str] | None = None) -> int:
+    from .corpus import discover
+    from .harness import Harness
+    from .sweep import sweep
+
+    ap = argparse.ArgumentParser(prog="ground_truth")
+    ap.add_argument("filters", nargs="*", help="substrings of fixture paths to run")
+    ap.add_argument("--json", help="write the records here")
+    ap.add_argument("--no-checker", action="store_true", help="skip spmd-types' runtime checker")
+    args = ap.parse_args(argv)
+    fixtures = [f for f in discover() if not args.filters or any(s in f.rel for s in args.filters)]
+    h = Harness()
+    t0 = time.perf_counter()
+
+    def show(rec) -> None:  # noqa: ANN001
+        fx = rec.fixture
+        flag = {True: "ok  ", False: "DISAGREE", None: "-   "}[rec.agrees]
+        checker = rec.checker.outcome if rec.checker else "-"
+        print(f"{flag} {fx.rel:70s} {rec.seconds:5.2f}s spmdcheck: {fx.spmdcheck_summary()}", flush=True)
+        print(f"       exec: {rec.execution}", flush=True)
+        print(f"       spmd-types: {checker} {rec.checker.message[:160] if rec.checker else ''}", flush=True)
+
+    try:
+        records = sweep(h, fixtures, checker=not args.no_checker, progress=show)
+    finally:
+        stats = h.stats()
+        h.close()
+    total = time.perf_counter() - t0
+    runnable = sum(r.runnable for r in records)
+    disagree = [r for r in records if r.agrees is False]
+    pairs = [r for r in records if r.checker_pair]
+    print(f"\n{len(records)} fixtures, {runnable} runnable, {len(disagree)} disagreements, "
+          f"{len(pairs)} runtime-checker differences, {total:.1f}s")
+    for k, s in stats.items():
+        print(f"  pool {k}: {s.programs} programs, {s.started} starts ({s.start_seconds:.1f}s), {s.hangs} rebuilds, "
+              f"{s.run_seconds:.1f}s running")
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as fh:
+            json.dump([{
+                "fixture": r.fixture.rel, "spmdcheck": r.fixture.spmdcheck_summary(),
+                "execution": r.execution, "agrees": r.agrees,
+                "output_types_from": r.verdict.output_types_from if r.verdict else None,
+                "checker": r.checker.outcome if r.checker else None,
+                "checker_message": r.checker.message if r.checker else None,
+                "checker_pair": r.checker_pair, "seconds": r.seconds,
+            } for r in records], fh, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
