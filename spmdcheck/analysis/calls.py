@@ -388,6 +388,7 @@ def _annotation_subscript(interp: Interpreter, base: ModuleRef, node: cst.Subscr
 @dataclass
 class Decorations:
     skip: bool = False
+    grad_enabled: bool | None = None  # @torch.no_grad() / @torch.enable_grad()
     in_types: list | None = None
     out_types: Value | None = None
 
@@ -406,7 +407,9 @@ def function_decorations(interp: Interpreter, fn: cst.FunctionDef) -> Decoration
         rule = interp.ctx.registry.lookup(interp.ctx.registry.resolve_alias(value.qualname))
         if rule is None:
             continue
-        if rule.context == "no_typecheck":
+        if rule.context in ("no_grad", "enable_grad"):
+            decor.grad_enabled = rule.context == "enable_grad"
+        elif rule.context == "no_typecheck":
             out = next((a for a in call_args if a.keyword and a.keyword.value == "out_types"), None)
             if out is None:
                 decor.skip = True
@@ -596,6 +599,8 @@ def call_function(interp: Interpreter, func: FunctionValue, args: list[Arg], nod
         decor = function_decorations(interp, fn)
         if decor.skip:
             return UNKNOWN
+        if decor.grad_enabled is not None:
+            interp.grad_enabled = decor.grad_enabled
         globals_ = interp.frame.globals
         interp.frame = Frame({}, globals_, function=fn)
         for name, value in parameter_values(interp, fn, decor, args):

@@ -237,7 +237,7 @@ def _check_src(
 ) -> None:
     a, s = actual.kind, src.kind
     ok = a is s or (s is Kind.P and a is Kind.V and implicit_partial)
-    if not ok and {a, s} == {Kind.R, Kind.I} and x.grad is GradState.NO:
+    if not ok and {a, s} == {Kind.R, Kind.I} and (x.grad is GradState.NO or not interp.grad_enabled):
         ok = True  # 0.3.1: R and I stand for each other on a value that never gets a gradient
     if not ok:
         if s is Kind.P and a in (Kind.R, Kind.I):

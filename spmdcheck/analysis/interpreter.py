@@ -113,6 +113,8 @@ class Interpreter:
             decor = calls.function_decorations(self, fn)
             if decor.skip:
                 return
+            if decor.grad_enabled is not None:
+                self.grad_enabled = decor.grad_enabled
             for param, value in calls.parameter_values(self, fn, decor, None):
                 self.frame.env[param] = value
             self.exec_block(_body(fn))

@@ -81,6 +81,11 @@ def apply_op(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.CSTNode)
     """Type an ordinary op (not a collective) from its stub rule."""
     bias_param = rule.bias or rule.affine_bias
     slots = operand_slots(rule, bound)
+    if not interp.grad_enabled:
+        # under no_grad nothing receives a gradient: the R/I relaxation applies to every operand
+        for s in slots:
+            if isinstance(s.value, TensorValue):
+                s.value = TensorValue(s.value.type, GradState.NO, s.value.rank)
     tensors = [s for s in slots if isinstance(s.value, TensorValue)]
     grad = interp.result_grad([s.value.grad for s in tensors])  # type: ignore[union-attr]
     if rule.grad == "no":

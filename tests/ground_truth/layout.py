@@ -79,7 +79,7 @@ def split_global(value: torch.Tensor, types: TypeMap, axes: tuple[str, ...], siz
     """Per-rank local values of a global ``value`` of the given per-axis types."""
     world = math.prod(sizes)
     blocks: dict[tuple[int, ...], torch.Tensor] = {(): value}
-    for i, (axis, n) in enumerate(zip(axes, sizes)):
+    for axis, n in zip(axes, sizes):
         t = types.get(axis, AxisType("R"))
         nxt: dict[tuple[int, ...], torch.Tensor] = {}
         for prefix, v in blocks.items():
@@ -118,8 +118,20 @@ class Assembly:
     meaningless: bool = False  # some axis is V: no global meaning
 
 
-def close(a: torch.Tensor, b: torch.Tensor) -> bool:
-    return a.shape == b.shape and torch.allclose(a.double(), b.double(), rtol=RTOL, atol=ATOL, equal_nan=True)
+LOWP_TOL = 3e-2  # bfloat16/float16 programs: about 8 mantissa bits, sums reordered across ranks
+
+
+def close(a: torch.Tensor, b: torch.Tensor, lowp: bool = False) -> bool:
+    """float32 tolerances (rtol 1e-4, atol 1e-5), the atol scaled by the reference's magnitude (a sum of
+    large terms reordered across ranks loses absolute, not relative, precision)."""
+    if a.shape != b.shape:
+        return False
+    if a.numel() == 0:
+        return True
+    a64, b64 = a.detach().double(), b.detach().double()
+    scale = max(1.0, float(b64.abs().max()))
+    rtol, atol = (LOWP_TOL, LOWP_TOL) if lowp else (RTOL, ATOL)
+    return torch.allclose(a64, b64, rtol=rtol, atol=atol * scale, equal_nan=True)
 
 
 def max_err(a: torch.Tensor, b: torch.Tensor) -> str:
@@ -142,7 +154,7 @@ def assemble(per_rank: list[torch.Tensor], types: TypeMap, axes: tuple[str, ...]
     meaningless = False
     level: dict[tuple[int, ...], torch.Tensor] = {coords_of(r, sizes): t for r, t in enumerate(per_rank)}
     for i in reversed(range(len(axes))):
-        axis, n = axes[i], sizes[i]
+        axis = axes[i]
         t = types.get(axis, AxisType("R"))
         groups: dict[tuple[int, ...], list[torch.Tensor]] = {}
         for coords in sorted(level):

@@ -73,6 +73,9 @@ def _error(exc: BaseException, stage: str) -> dict:
         or (isinstance(exc, AttributeError) and "fake_megatron" in text)
     )
     spmd_error = any(c.__name__ == "SpmdTypeError" for c in type(exc).__mro__)
+    frames = traceback.extract_tb(exc.__traceback__)
+    from_spmd_types = bool(frames) and f"{os.sep}spmd_types{os.sep}" in frames[-1].filename and isinstance(
+        exc, (ValueError, TypeError))
     return {
         "type": type(exc).__name__,
         "message": str(exc)[:2000],
@@ -80,6 +83,7 @@ def _error(exc: BaseException, stage: str) -> dict:
         "stage": stage,
         "unsupported": unsupported,
         "spmd_type_error": spmd_error,
+        "from_spmd_types": from_spmd_types,
     }
 
 
@@ -99,7 +103,7 @@ class _RankState:
     def run_job(self, job: dict) -> dict:
         import torch
 
-        from .layout import rank_cotangent
+        from .layout import rank_cotangent, seeded_randn
 
         axes, sizes = tuple(job["axes"]), tuple(job["sizes"])
         mesh = self.mesh(axes, sizes)
@@ -112,38 +116,48 @@ class _RankState:
             import spmd_types as spmd
             from megatron.core import parallel_state
 
-            exec(compile(job["source"], job["path"], "exec"), module.__dict__)  # noqa: S102
-            fn = module.__dict__[job["entry"]]
-            inputs = {k: v.detach().clone().requires_grad_(v.is_floating_point()) for k, v in job["inputs"].items()}
-            torch.manual_seed(job.get("seed", 0))
             parallel_state._bind_mesh(mesh)
-            checking = job.get("mode") == "typecheck"
-            with spmd.set_current_mesh(mesh):
-                if checking:
-                    from spmd_types.checker import typecheck
-
-                    for k, t in inputs.items():
+            torch.manual_seed(job.get("seed", 0))
+            erased = contextlib.nullcontext() if job.get("mode") == "typecheck" else _erase_type_assertions(spmd)
+            with spmd.set_current_mesh(mesh), erased:
+                exec(compile(job["source"], job["path"], "exec"), module.__dict__)  # noqa: S102
+                fn = module.__dict__[job["entry"]]
+                params = {k: v for k, v in module.__dict__.items()
+                          if isinstance(v, torch.Tensor) and v.is_leaf and v.requires_grad}
+                inputs = {k: v.detach().clone().requires_grad_(v.is_floating_point())
+                          for k, v in job["inputs"].items()}
+                if job.get("mode") == "typecheck":
+                    for k, t in inputs.items():  # the declared types, as the checker must see them
                         ty = job["input_types"].get(k)
                         if ty is not None:
                             spmd.assert_type(t, {a: _spmd_type(spmd, kd, d) for a, (kd, d) in ty.items()})
-                    stage = "forward"
-                    with typecheck(strict_mode="strict" if job.get("strict") else "permissive"):
-                        out = fn(**inputs)
-                    return {"status": "ok", "outputs": [], "grads": {}, "self_backward": False}
+                torch.manual_seed(job.get("seed", 0))
                 stage = "forward"
+                if job.get("mode") == "typecheck":
+                    from spmd_types.checker import typecheck
+
+                    with typecheck(strict_mode="strict" if job.get("strict") else "permissive"):
+                        fn(**inputs)
+                    return {"status": "ok", "outputs": [], "grads": {}, "self_backward": False}
+                versions = {k: t._version for k, t in inputs.items()}
                 out = fn(**inputs)
+                mutated = sorted(k for k, t in inputs.items() if t._version != versions[k])
                 outs = list(out) if isinstance(out, (tuple, list)) else ([] if out is None else [out])
-                self_backward = any(t.grad is not None for t in inputs.values())
+                self_backward = any(t.grad is not None for t in [*inputs.values(), *params.values()])
                 stage = "backward"
                 if not self_backward:
                     tensors, cots = [], []
                     for i, o in enumerate(outs):
-                        if not (isinstance(o, torch.Tensor) and o.requires_grad):
+                        if not (isinstance(o, torch.Tensor) and o.requires_grad and o.is_floating_point()):
                             continue
                         cot = job["cotangents"][i] if i < len(job["cotangents"]) else None
                         if isinstance(cot, torch.Tensor) and tuple(cot.shape) == tuple(o.shape):
                             c = cot.to(o.dtype)
-                        else:  # seeded per rank (no global meaning) or a shape the reference did not expect
+                        elif isinstance(cot, dict):  # a recipe: no global meaning, drawn here at the local shape
+                            c = seeded_randn(tuple(o.shape), *cot["seed_parts"]).to(o.dtype)
+                        elif cot is None:  # the one-rank reference: the parent draws the same g again
+                            c = rank_cotangent(tuple(o.shape), int(job.get("seed", 0)), i, 0).to(o.dtype)
+                        else:  # a shape the reference did not have: the run differs anyway
                             c = rank_cotangent(tuple(o.shape), int(job.get("seed", 0)), i, self.rank).to(o.dtype)
                         tensors.append(o)
                         cots.append(c)
@@ -154,6 +168,9 @@ class _RankState:
                 "outputs": [o.detach().clone() if isinstance(o, torch.Tensor) else None for o in outs],
                 "grads": {k: (None if t.grad is None else t.grad.detach().clone()) for k, t in inputs.items()},
                 "self_backward": self_backward,
+                "mutated": mutated,
+                "module_grads": {k: (None if t.grad is None else t.grad.detach().clone()) for k, t in params.items()},
+                "module_types": {k: _axis_kinds(spmd, t, mesh) for k, t in params.items()},
             }
         except BaseException as exc:  # noqa: BLE001
             return {"status": "error", "error": _error(exc, stage)}
@@ -163,6 +180,51 @@ class _RankState:
                 from megatron.core import parallel_state
 
                 parallel_state._bind_mesh(None)
+
+
+ASSERTIONS = ("assert_type", "assert_local_type", "assert_type_like", "assert_local_type_like", "mutate_type")
+
+
+@contextlib.contextmanager
+def _erase_type_assertions(spmd):  # noqa: ANN001, ANN202
+    """In the execution run, spmd_types' type assertions are erased (each returns its tensor): they change no
+    value, and outside ``typecheck()`` spmd_types does not track types through ops, so a correct
+    ``assert_type``/``mutate_type`` can still fail on a stale or missing tag. Checking them is the runtime
+    checker's job (the second opinion), not the execution's."""
+    import spmd_types.runtime as runtime
+
+    def identity(tensor, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        return tensor
+
+    saved = []
+    for mod in (spmd, runtime):
+        for name in ASSERTIONS:
+            if hasattr(mod, name):
+                saved.append((mod, name, getattr(mod, name)))
+                setattr(mod, name, identity)
+    try:
+        yield
+    finally:
+        for mod, name, fn in saved:
+            setattr(mod, name, fn)
+
+
+def _axis_kinds(spmd, t, mesh) -> dict | None:  # noqa: ANN001
+    """A module-level tensor's run-time SPMD type by axis name ("R", ...), None if it has none.
+    Size-1 axes are never stored (spmd_types drops them): they read as R."""
+    if not spmd.has_local_type(t):
+        return None
+    out = {}
+    for name in mesh.mesh_dim_names:
+        group = mesh.get_group(name)
+        if group.size() == 1:
+            out[name] = "R"
+            continue
+        k = spmd.maybe_get_axis_local_type(t, group)
+        if k is None:
+            return None
+        out[name] = k.name if len(k.name) == 1 else str(k)[-1]
+    return out
 
 
 def _spmd_type(spmd, kind: str, dim: int | None):  # noqa: ANN001, ANN202

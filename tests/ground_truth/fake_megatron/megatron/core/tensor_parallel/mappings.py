@@ -10,7 +10,9 @@ Forward / backward of each region function, as documented in Megatron-LM's
 | scatter_to_tensor_model_parallel_region | split last dim | all-gather last dim |
 | gather_from_tensor_model_parallel_region | all-gather last dim | split last dim |
 | scatter_to_sequence_parallel_region | split first dim | all-gather first dim |
-| gather_from_sequence_parallel_region | all-gather first dim | reduce-scatter first dim (tensor_parallel_output_grad=True) or split |
+| gather_from_sequence_parallel_region | all-gather first dim | reduce-scatter first dim, or split |
+
+(``gather_from_sequence_parallel_region`` splits in backward when ``tensor_parallel_output_grad=False``.)
 | reduce_scatter_to_sequence_parallel_region | reduce-scatter first dim | all-gather first dim |
 | all_gather_last_dim_from_tensor_parallel_region | all-gather last dim | reduce-scatter last dim |
 | reduce_scatter_last_dim_to_tensor_parallel_region | reduce-scatter last dim | all-gather last dim |
@@ -48,7 +50,7 @@ def _tp(group):  # noqa: ANN001, ANN202
     return group if group is not None else parallel_state.get_tensor_model_parallel_group()
 
 
-# --------------------------------------------------------------------------- helpers (Megatron's _reduce, _split_..., _gather_...)
+# ------------------------------------------------------------------ helpers (Megatron's _reduce, _split, _gather)
 def _reduce(x: torch.Tensor, group) -> torch.Tensor:  # noqa: ANN001
     if dist.get_world_size(group) == 1:
         return x

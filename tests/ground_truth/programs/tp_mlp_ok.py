@@ -1,0 +1,20 @@
+# spmdcheck: mesh = ["tp"]
+# EXPECT: match
+from typing import Annotated
+
+import spmd_types as spmd
+import torch
+from spmd_types import I, P, R, S
+
+GLOBAL_SHAPES = {"x": (4, 8), "w1": (16, 8), "w2": (8, 16)}
+
+
+def step(
+    x: Annotated[torch.Tensor, {"tp": I}],
+    w1: Annotated[torch.Tensor, {"tp": S(0)}],
+    w2: Annotated[torch.Tensor, {"tp": S(1)}],
+) -> Annotated[torch.Tensor, {"tp": I}]:
+    x = spmd.convert(x, "tp", src=I, dst=R)
+    h = torch.relu(x @ w1.T)
+    y = h @ w2.T
+    return spmd.all_reduce(y, "tp", src=P, dst=I)
