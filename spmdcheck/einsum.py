@@ -142,11 +142,15 @@ def equation_for(kind: str, ranks: Sequence[int | None]) -> str | None:
             return None
         a, b = ranks
         if a is None or b is None:
-            if a is not None and a == 1:
+            # an unknown rank is taken to be >= 2 (a matrix or a batch of them); the ellipsis
+            # then stands for the batch dims and judge_axis tries the plausible widths
+            if a == 1:
                 return "k,...kn->...n"
-            if b is not None and b == 1:
+            if b == 1:
                 return "...mk,k->...m"
-            return None
+            if b == 2:
+                return "...mk,kn->...mn"
+            return "...mk,...kn->...mn"
         if a == 1 and b == 1:
             return "k,k->"
         if a == 2 and b == 1:

@@ -203,10 +203,11 @@ def test_spec_contains():
         ((4, 3), "...mk,...kn->...mn"),
         ((None, 1), "...mk,k->...m"),
         ((1, None), "k,...kn->...n"),
-        ((None, None), None),
-        ((None, 2), None),  # x could be 1-D (k,kn->n) or N-D: ambiguous
-        ((2, None), None),
-        ((None, 3), None),
+        # an unknown rank is taken to be >= 2 (matrices or batches of them); judge_axis then tries widths
+        ((None, None), "...mk,...kn->...mn"),
+        ((None, 2), "...mk,kn->...mn"),
+        ((2, None), "...mk,...kn->...mn"),
+        ((None, 3), "...mk,...kn->...mn"),
     ],
 )
 def test_equation_for_matmul(ranks, eq):

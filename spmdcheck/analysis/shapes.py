@@ -41,6 +41,11 @@ def move(rule: OpRule, bound: Bound, shard: int | None, rank: int | None) -> Dim
     args = [bound.literal(rule, p) for p in dims.params]
     if name == "keep":
         return DimResult(shard, rank=rank)
+    if name == "t":
+        # t(), .T, .H: for tensors of at most 2 dims, in practice matrices (weights)
+        if rank is None:
+            rank = 2
+        name = "T"
     if name == "T":
         if rank is not None and rank >= 2:
             s = _norm(shard, rank) if shard is not None else None

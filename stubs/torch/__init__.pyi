@@ -217,7 +217,7 @@ def broadcast_to(input: Tensor, size: Sequence[int]) -> Tensor: ...
 @dims("transpose", "dim0", "dim1")
 def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor: ...
 @linear
-@dims("T")
+@dims("t")
 def t(input: Tensor) -> Tensor: ...
 @linear
 @dims("permute", "dims")
@@ -938,10 +938,10 @@ class Tensor:
     @dims("transpose", "dim0", "dim1")
     def transpose_(self, dim0: int, dim1: int) -> Tensor: ...
     @linear
-    @dims("T")
+    @dims("t")
     def t(self) -> Tensor: ...
     @linear
-    @dims("T")
+    @dims("t")
     def t_(self) -> Tensor: ...
     @linear
     @dims("permute", "dims")
@@ -960,7 +960,7 @@ class Tensor:
     def swapdims(self, dim0: int, dim1: int) -> Tensor: ...
     @property
     @linear
-    @dims("T")
+    @dims("t")
     def T(self) -> Tensor: ...
     @property
     @linear
@@ -968,7 +968,7 @@ class Tensor:
     def mT(self) -> Tensor: ...
     @property
     @linear
-    @dims("T")
+    @dims("t")
     def H(self) -> Tensor: ...
     @property
     @linear
