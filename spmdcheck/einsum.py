@@ -140,27 +140,13 @@ def equation_for(kind: str, ranks: Sequence[int | None]) -> str | None:
     if kind == "matmul":
         if len(ranks) != 2:
             return None
+        # An unknown rank is taken to be >= 2 (a matrix or a batch of them): the ellipsis then stands
+        # for the batch dims, and judge_axis tries the plausible widths.
         a, b = ranks
-        if a is None or b is None:
-            # an unknown rank is taken to be >= 2 (a matrix or a batch of them); the ellipsis
-            # then stands for the batch dims and judge_axis tries the plausible widths
-            if a == 1:
-                return "k,...kn->...n"
-            if b == 1:
-                return "...mk,k->...m"
-            if b == 2:
-                return "...mk,kn->...mn"
-            return "...mk,...kn->...mn"
-        if a == 1 and b == 1:
-            return "k,k->"
-        if a == 2 and b == 1:
-            return "mk,k->m"
-        if a == 1 and b == 2:
-            return "k,kn->n"
         if a == 1:
-            return "k,...kn->...n"
+            return {1: "k,k->", 2: "k,kn->n"}.get(b, "k,...kn->...n")  # type: ignore[arg-type]
         if b == 1:
-            return "...mk,k->...m"
+            return "mk,k->m" if a == 2 else "...mk,k->...m"
         if b == 2:
             return "...mk,kn->...mn"
         return "...mk,...kn->...mn"

@@ -449,13 +449,18 @@ def annotation_type(interp: Interpreter, ann: cst.BaseExpression) -> dict[str, A
     if qual.endswith("annotations.Local") and qual.startswith("spmdcheck") and elements:
         value = interp.eval(elements[0])
         if isinstance(value, Literal) and isinstance(value.value, str):
-            try:
-                return _check_axes(interp, parse_type_spec(value.value), ann)
-            except TypeSpecError as exc:
-                interp.report(Finding("SPMD002", ann, f"cannot read this SPMD type: {exc}"))
-                return None
+            return _spec_string(interp, value.value, ann)
         interp.report(Finding("SPMD002", ann, 'Local[...] takes a string like "tp: V, dp: S(0)"'))
     return None
+
+
+def _spec_string(interp: Interpreter, text: str, node: cst.CSTNode) -> dict[str, AxisType] | None:
+    """The short spelling `"tp: V, dp: S(0)"`, in `Local[...]` or `Annotated[T, ...]`."""
+    try:
+        return _check_axes(interp, parse_type_spec(text), node)
+    except TypeSpecError as exc:
+        interp.report(Finding("SPMD002", node, f"cannot read this SPMD type: {exc}"))
+        return None
 
 
 def _metadata_type(interp: Interpreter, meta: cst.BaseExpression) -> dict[str, AxisType] | None:
@@ -463,11 +468,7 @@ def _metadata_type(interp: Interpreter, meta: cst.BaseExpression) -> dict[str, A
     from spmdcheck.analysis.values import DictValue
 
     if isinstance(value, Literal) and isinstance(value.value, str):
-        try:
-            return _check_axes(interp, parse_type_spec(value.value), meta)
-        except TypeSpecError as exc:
-            interp.report(Finding("SPMD002", meta, f"cannot read this SPMD type: {exc}"))
-            return None
+        return _spec_string(interp, value.value, meta)
     if isinstance(value, (DictValue, TypeValue)):
         try:
             td = type_dict(value)

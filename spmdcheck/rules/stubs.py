@@ -184,6 +184,22 @@ def _hints(spec: str) -> dict[Transition, str]:
     return hints
 
 
+def _collective_rule(
+    args: list[object], kwargs: dict[str, object], *, family: str, implicit_partial: bool, **fields: object
+) -> CollectiveRule:
+    """The fields `@collective` and `@conversion` share; `implicit_partial` is each one's default."""
+    return CollectiveRule(
+        op=str(args[0]),
+        family=family,
+        default_src=kwargs.get("default_src"),  # type: ignore[arg-type]
+        default_dst=kwargs.get("default_dst"),  # type: ignore[arg-type]
+        implicit_partial=bool(kwargs.get("implicit_partial", implicit_partial)),
+        tensor_param=str(kwargs.get("tensor", "x")),
+        axis_param=str(kwargs.get("axis", "axis")),
+        **fields,  # type: ignore[arg-type]
+    )
+
+
 def _apply_decorator(rule: OpRule, name: str, args: list[object], kwargs: dict[str, object]) -> None:
     """One decorator -> fields of the rule. The whole stub vocabulary is here."""
     if name == "linear":
@@ -225,31 +241,24 @@ def _apply_decorator(rule: OpRule, name: str, args: list[object], kwargs: dict[s
     elif name == "property":
         rule.is_property = True
     elif name == "collective":
-        op = str(args[0])
-        rule.collective = CollectiveRule(
-            op=op,
+        rule.collective = _collective_rule(
+            args,
+            kwargs,
             family="collective",
+            implicit_partial=True,
             src=_letters(str(kwargs.get("src", ""))),
             dst=_letters(str(kwargs.get("dst", ""))),
-            default_src=kwargs.get("default_src"),  # type: ignore[arg-type]
-            default_dst=kwargs.get("default_dst"),  # type: ignore[arg-type]
-            implicit_partial=bool(kwargs.get("implicit_partial", True)),
-            tensor_param=str(kwargs.get("tensor", "x")),
-            axis_param=str(kwargs.get("axis", "axis")),
         )
     elif name == "conversion":
         allowed = str(kwargs.get("allowed", "*"))
-        rule.collective = CollectiveRule(
-            op=str(args[0]),
+        rule.collective = _collective_rule(
+            args,
+            kwargs,
             family="conversion",
+            implicit_partial=False,
             allowed=None if allowed.strip() == "*" else _transitions(allowed),
             expert=_transitions(str(kwargs.get("expert", ""))),
             forbidden_hints=_hints(str(kwargs.get("hints", ""))),
-            default_src=kwargs.get("default_src"),  # type: ignore[arg-type]
-            default_dst=kwargs.get("default_dst"),  # type: ignore[arg-type]
-            implicit_partial=bool(kwargs.get("implicit_partial", False)),
-            tensor_param=str(kwargs.get("tensor", "x")),
-            axis_param=str(kwargs.get("axis", "axis")),
         )
     elif name == "raw_collective":
         rule.raw = RawCollectiveRule(
