@@ -584,7 +584,8 @@ def check_returns(
         return value
     for value, node in returns:
         check_declared(interp, value, declared, node, "SPMD402", "return value")
-    return TensorValue(SpmdType(declared), GradState.UNKNOWN, None)
+    reduced = next((v.reduced_at for v, _ in returns if isinstance(v, TensorValue) and v.reduced_at), ())
+    return TensorValue(SpmdType(declared), GradState.UNKNOWN, None, reduced)
 
 
 def call_function(interp: Interpreter, func: FunctionValue, args: list[Arg], node: cst.Call) -> Value:

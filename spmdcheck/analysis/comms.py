@@ -199,6 +199,8 @@ def transition(
         out = AxisType(Kind.V, shard=actual.shard)  # a no-op V -> V keeps the layout it had
     rank = _rank_after(api, x.rank, src, dst)
     result = TensorValue(x.type.with_axis(axis, AxisType(out.kind, shard=_norm_shard(out.shard, rank))), x.grad, rank)
+    if api in REDUCING and out.kind in (Kind.R, Kind.I):
+        result = TensorValue(result.type, result.grad, result.rank, ((axis, interp.ctx.site(node)),))
     if inplace:
         interp.rebind(x_node, result)
     return result
@@ -246,7 +248,7 @@ def _check_src(
                     "SPMD302",
                     node,
                     f"`{api}` expects a Partial on axis {axis!r} but `{operand}` is "
-                    f"{actual}: it is already reduced, and reducing again multiplies "
+                    f"{actual}: it is already reduced{_reduced_where(x, axis)}, and reducing again multiplies "
                     f"it by the axis size",
                 )
             )
@@ -297,6 +299,11 @@ def _check_src(
                 severity="warning",
             )
         )
+
+
+def _reduced_where(x: TensorValue, axis: str) -> str:
+    site = next((ref for a, ref in x.reduced_at if a == axis), None)
+    return f" (by the reduction at {{site:{site}}})" if site is not None else ""
 
 
 def _untyped_like(x: Value | None) -> Value:

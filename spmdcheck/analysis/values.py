@@ -53,6 +53,9 @@ class TensorValue(Value):
     type: SpmdType = field(default_factory=SpmdType)  # only the axes we know
     grad: GradState = GradState.UNKNOWN
     rank: int | None = None
+    # (axis, site) of the reduction that made this value R/I there: named when it is reduced again.
+    # Provenance only: it does not take part in equality, so it never splits a join.
+    reduced_at: tuple[tuple[str, int], ...] = field(default=(), compare=False, hash=False)
 
     @property
     def typed(self) -> bool:
