@@ -37,6 +37,7 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--force-exclude", action="store_true", help="apply excludes to files named on the command line")
     check.add_argument("--exit-zero", action="store_true", help="exit 0 even when diagnostics are found")
     check.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+    check.add_argument("--stdin-filename", default=None, help="with the path `-`: the name to report for stdin")
     explain = sub.add_parser("explain", help="print the documentation of a diagnostic code")
     explain.add_argument("code")
     rules = sub.add_parser("rules", help="list every diagnostic code")
@@ -136,15 +137,25 @@ def _check(args: argparse.Namespace) -> int:
         select=_split(args.select) or cfg.select,
         ignore=_split(args.ignore) + cfg.ignore,
     )
-    files, missing = discover(
-        paths, cfg.root, cfg.exclude, cfg.respect_gitignore and not args.no_respect_gitignore, args.force_exclude
-    )
+    stdin_text = None
+    if paths == ["-"]:
+        stdin_text = sys.stdin.read()
+        files, missing = [args.stdin_filename or "<stdin>"], []
+    else:
+        files, missing = discover(
+            paths, cfg.root, cfg.exclude, cfg.respect_gitignore and not args.no_respect_gitignore, args.force_exclude
+        )
     for m in missing:
         print(f"spmdcheck: {m}: no such file or directory", file=sys.stderr)
         status = EXIT_USAGE
     registry = load_registry(settings.stub_path)
     diags = [make(e.split(":", 1)[0], "SPMD005", f"stub error: {e}") for e in registry.errors]
-    results = _run(files, settings, registry, args.jobs if args.jobs is not None else cfg.jobs)
+    if stdin_text is not None:
+        from spmdcheck.api import FileResult, check_source
+
+        results = [FileResult(files[0], check_source(stdin_text, files[0], settings, registry))]
+    else:
+        results = _run(files, settings, registry, args.jobs if args.jobs is not None else cfg.jobs)
     for r in results:
         diags.extend(r.diagnostics)
     diags.sort(key=lambda d: d.sort_key())

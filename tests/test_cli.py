@@ -186,3 +186,10 @@ def test_megatron_spelling_is_offered_in_megatron_code(project):
     proc = run(["check", "--output-format", "json", "bad.py"], project)
     (d,) = json.loads(proc.stdout)["diagnostics"]
     assert "tensor_parallel.reduce_from_tensor_model_parallel_region(y)" in [s["replacement"] for s in d["suggestions"]]
+
+
+def test_stdin_with_a_filename_for_editors(project):
+    proc = run(["check", "-", "--stdin-filename", "pkg/mod.py", "--output-format", "json"], project, input=BUGGY)
+    (d,) = json.loads(proc.stdout)["diagnostics"]
+    assert (d["path"], d["line"], d["code"]) == ("pkg/mod.py", 7, "SPMD101")
+    assert proc.returncode == 1
