@@ -287,9 +287,10 @@ def shard_type(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.Call, 
 
 
 def backward(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
-    loss = bound.get("self")
-    loss_node = bound.node("self")
-    if bound.get("gradient") is not None or not isinstance(loss, TensorValue):
+    first = rule.params[0].name if rule.params else "self"  # Tensor.backward(self) / autograd.backward(tensors)
+    loss, loss_node = bound.get(first), bound.node(first)
+    explicit = bound.get("gradient") or bound.get("grad_tensors")
+    if (explicit is not None and explicit != Literal(None)) or not isinstance(loss, TensorValue):
         return Literal(None)
     operand = interp.ctx.code_of(loss_node) if loss_node is not None else "loss"
     for axis, t in sorted(loss.type.items()):
