@@ -87,6 +87,9 @@ def refine(
             merged[axis] = AxisType(Kind.P)  # declaring the pending sum
             continue
         extra = ""
+        if have.is_pending and want.kind in (Kind.R, Kind.I):
+            # decision 3: a pending sum at an R/I contract also gets its own warning, pointing at the contraction
+            _pending_at_contract(interp, have, axis, node, str(want))
         if have.is_pending:
             extra = (
                 f"; it is a per-rank partial sum from the sharded contraction at {{site:{have.pending.ref}}} "  # type: ignore[union-attr]
