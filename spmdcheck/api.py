@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from spmdcheck.analysis.context import Options
 from spmdcheck.analysis.driver import analyze_module
 from spmdcheck.diagnostics.render import Diagnostic, make, render
+from spmdcheck.frontend.inline_config import read_inline_config
 from spmdcheck.frontend.source import ParseFailure, is_relevant, mesh_names_in, parse, syntax_error
 from spmdcheck.rules.stubs import Registry, load_stub_dirs
 
@@ -112,9 +113,14 @@ def check_source(
             )
         ]
         return [d for d in diags if _selected(d.code, settings)]
-    options = Options(mesh=settings.mesh, strict=settings.strict)
+    inline = read_inline_config(text)
+    options = Options(
+        mesh=inline.mesh if inline.mesh is not None else settings.mesh,
+        strict=inline.strict if inline.strict is not None else settings.strict,
+    )
     ctx = analyze_module(parsed, registry, options, mesh_names_in(text))
     diags = render(path, parsed, ctx.findings, ctx.sites, text.splitlines())
+    diags += [make(path, "SPMD005", message, line) for line, message in inline.errors]
     diags = [d for d in diags if _selected(d.code, settings)]
     return sorted(diags, key=Diagnostic.sort_key)
 

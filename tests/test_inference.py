@@ -9,9 +9,7 @@ import pathlib
 
 import pytest
 from conftest import expected_diagnostics
-from test_fixtures import settings_for
-
-from spmdcheck.api import check_source
+from spmdcheck.api import Settings, check_source
 
 CASES = sorted((pathlib.Path(__file__).parent / "inference_cases").glob("*.py"))
 
@@ -19,7 +17,7 @@ CASES = sorted((pathlib.Path(__file__).parent / "inference_cases").glob("*.py"))
 @pytest.mark.parametrize("path", CASES, ids=[p.name for p in CASES])
 def test_case(path, registry):
     text = path.read_text(encoding="utf-8")
-    diags = check_source(text, str(path), settings_for(text), registry)
+    diags = check_source(text, str(path), Settings(), registry)
     got = {(d.line, d.code, d.severity) for d in diags}
     assert got == expected_diagnostics(text), "\n".join(f"{d.line}: {d.code} {d.message}" for d in diags)
 
@@ -27,5 +25,5 @@ def test_case(path, registry):
 def test_branch_is_named_in_the_message(registry):
     path = pathlib.Path(__file__).parent / "inference_cases" / "branches_inplace_views.py"
     text = path.read_text(encoding="utf-8")
-    (d,) = [d for d in check_source(text, str(path), settings_for(text), registry) if d.code == "SPMD109"]
+    (d,) = [d for d in check_source(text, str(path), Settings(), registry) if d.code == "SPMD109"]
     assert "takes the else branch" in d.message

@@ -315,6 +315,7 @@ def _contraction_axis(
                 op_name + " (bias)",  # type: ignore[arg-type]
                 [_ProductSlot(node), bias_slot],
                 [True, bias_type.is_pending],
+                bias_node=bias_slot.node,
             )
             return AxisType(Kind.V), rank
         return product, rank
@@ -454,6 +455,7 @@ def _report_pending(
     op_name: str,
     slots: list[Slot],
     pending: list[bool],
+    bias_node: cst.CSTNode | None = None,
 ) -> None:
     slot = next(s for s, p in zip(slots, pending) if p)
     operand = interp.ctx.code_of(slot.node) if not isinstance(slot, _ProductSlot) else "the product"
@@ -485,7 +487,23 @@ def _report_pending(
                 slot.node,
             )
         )
+    elif isinstance(node, cst.Call) and bias_node is not None:
+        suggestions.append(
+            Suggestion(
+                "reduce the product, then add the bias once (Megatron's row-parallel linear does)",
+                f"{render_fix_call(interp, 'all_reduce', _without_arg(interp, node, bias_node), axis, 'V', 'I')}"
+                f" + {interp.ctx.code_of(bias_node)}",
+                node,
+            )
+        )
     interp.report(Finding("SPMD201", node, message, suggestions))
+
+
+def _without_arg(interp: Interpreter, call: cst.Call, arg_value: cst.CSTNode) -> str:
+    args = [a for a in call.args if a.value is not arg_value]
+    if args:
+        args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+    return interp.ctx.code_of(call.with_changes(args=args))
 
 
 def _report_layout(

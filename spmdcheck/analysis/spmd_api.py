@@ -114,15 +114,35 @@ def refine(
 
 
 def _pending_at_contract(interp: Interpreter, have: AxisType, axis: str, node: cst.CSTNode, want: str) -> None:
+    value = _contracted_value(node)
+    operand = interp.ctx.code_of(value)
+    if want.startswith("S("):
+        fix = Suggestion(
+            "reduce-scatter it into the declared layout",
+            render_fix_call(interp, "reduce_scatter", operand, axis, "V", want),
+            value,
+        )
+    else:
+        fix = Suggestion("reduce it first", render_fix_call(interp, "all_reduce", operand, axis, "V", want), value)
     interp.report(
         Finding(
             "SPMD201",
             node,
             f"a per-rank partial sum on axis {axis!r} (from the sharded contraction at {{site:{have.pending.ref}}}) "  # type: ignore[union-attr]
             f"is declared {want} before it is reduced",
+            [fix],
             severity="warning",
         )
     )
+
+
+def _contracted_value(node: cst.CSTNode) -> cst.CSTNode:
+    """The expression a contract is about: assert_type's first argument, a returned value, an argument."""
+    if isinstance(node, cst.Call) and node.args:
+        return node.args[0].value
+    if isinstance(node, cst.Return) and node.value is not None:
+        return node.value
+    return node
 
 
 def _normalize(t: AxisType, rank: int | None) -> AxisType:
