@@ -9,6 +9,7 @@ import pathlib
 
 import pytest
 from conftest import expected_diagnostics
+
 from spmdcheck.api import Settings, check_source
 
 CASES = sorted((pathlib.Path(__file__).parent / "inference_cases").glob("*.py"))
