@@ -36,6 +36,10 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--no-respect-gitignore", action="store_true")
     check.add_argument("--force-exclude", action="store_true", help="apply excludes to files named on the command line")
     check.add_argument("--exit-zero", action="store_true", help="exit 0 even when diagnostics are found")
+    check.add_argument("--fix", action="store_true", help="apply fixes (all of spmdcheck's fixes are unsafe)")
+    check.add_argument(
+        "--unsafe-fixes", action="store_true", help="with --fix: insert the suggested collectives into the files"
+    )
     check.add_argument("--color", choices=("auto", "always", "never"), default="auto")
     check.add_argument("--stdin-filename", default=None, help="with the path `-`: the name to report for stdin")
     explain = sub.add_parser("explain", help="print the documentation of a diagnostic code")
@@ -156,6 +160,8 @@ def _check(args: argparse.Namespace) -> int:
         results = [FileResult(files[0], check_source(stdin_text, files[0], settings, registry))]
     else:
         results = _run(files, settings, registry, args.jobs if args.jobs is not None else cfg.jobs)
+    if args.fix and stdin_text is None:
+        results = _fix(results, settings, registry, args.unsafe_fixes, args.jobs if args.jobs is not None else cfg.jobs)
     for r in results:
         diags.extend(r.diagnostics)
     diags.sort(key=lambda d: d.sort_key())
@@ -175,6 +181,35 @@ def _check(args: argparse.Namespace) -> int:
     if diags and not args.exit_zero:
         return EXIT_FINDINGS
     return EXIT_CLEAN
+
+
+def _fix(results, settings, registry, unsafe: bool, jobs: int):  # noqa: ANN001, ANN202
+    """Apply the first suggestion of each diagnostic, then check the fixed files again."""
+    from spmdcheck.fixes import apply_fixes
+
+    fixable = sum(1 for r in results for d in r.diagnostics if any(s.span for s in d.suggestions))
+    if not unsafe:
+        if fixable:
+            print(
+                f"spmdcheck: {fixable} fix(es) available with --fix --unsafe-fixes (they insert collectives, "
+                f"which changes what the program computes: review them)",
+                file=sys.stderr,
+            )
+        return results
+    changed = []
+    for r in results:
+        if not any(s.span for d in r.diagnostics for s in d.suggestions):
+            continue
+        outcome = apply_fixes(r.path, r.diagnostics, "import spmd_types")
+        if outcome.error:
+            print(f"spmdcheck: {r.path}: {outcome.error}", file=sys.stderr)
+        elif outcome.applied:
+            changed.append(r.path)
+            print(f"spmdcheck: {r.path}: applied {outcome.applied} fix(es)", file=sys.stderr)
+    if not changed:
+        return results
+    again = {r.path: r for r in _run(changed, settings, registry, jobs)}
+    return [again.get(r.path, r) for r in results]
 
 
 def _run(files: list[str], settings, registry, jobs: int):  # noqa: ANN001, ANN202

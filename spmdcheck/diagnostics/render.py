@@ -20,6 +20,8 @@ _IGNORE = re.compile(r"#\s*spmdcheck:\s*ignore(?:\[(?P<codes>[^\]]*)\])?", re.IG
 class SuggestionOut:
     message: str
     replacement: str
+    # where the replacement goes: (line, column, end_line, end_column), 1-based; None = advice only
+    span: tuple[int, int, int, int] | None = field(default=None, compare=False)
 
 
 @dataclass
@@ -98,11 +100,18 @@ def render(
             info.name,
             f.severity or info.severity,
             message,
-            [SuggestionOut(s.message, s.replacement) for s in f.suggestions],
+            [SuggestionOut(s.message, s.replacement, _span(positions, s.target)) for s in f.suggestions],
         )
         if not suppressed(diag, source_lines):
             out.append(diag)
     return out
+
+
+def _span(positions, node: cst.CSTNode | None) -> tuple[int, int, int, int] | None:  # noqa: ANN001
+    pos = positions.get(node) if node is not None else None
+    if pos is None:
+        return None
+    return (pos.start.line, pos.start.column + 1, pos.end.line, pos.end.column + 1)
 
 
 def _branch_note(f: Finding, sites: list[cst.CSTNode], line_of) -> str:  # noqa: ANN001
