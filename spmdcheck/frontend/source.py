@@ -9,9 +9,12 @@ from dataclasses import dataclass
 import libcst as cst
 
 # Types only enter a program through these spellings: annotations and the spmd_types API, Megatron
-# mappings, tensors that need grad (raw collectives on them), or torch factories under a configured mesh.
-# A file that names none of them cannot produce a diagnostic beyond a syntax error.
-_TYPE_SOURCES = re.compile(rb"spmd|Annotated\[|Local\[|requires_grad|Parameter|megatron")
+# mappings, tensors that need grad (raw collectives on them), or torch factories under a configured mesh;
+# and a rank-dependent branch (SPMD501) needs a rank. A file that names none of them cannot produce a
+# diagnostic beyond a syntax error.
+_TYPE_SOURCES = re.compile(
+    rb"spmd|Annotated\[|Local\[|requires_grad|Parameter|megatron|get_rank|get_local_rank|_parallel_rank"
+)
 _TORCH = re.compile(rb"torch")
 _MESH_NAMES = re.compile(r"mesh_dim_names\s*=\s*[\(\[]([^\)\]]*)[\)\]]")
 _SET_MESH_KEYS = re.compile(r"set_current_mesh\(\s*\{([^}]*)\}")
