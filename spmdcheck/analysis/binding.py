@@ -94,7 +94,7 @@ def has_unknown_operand(rule: OpRule, bound: Bound, exclude: tuple[str, ...] = (
             continue
         for value, node in bound.all(param.name):
             for item, _ in _flatten(value, node, param.role):
-                if isinstance(item, Unknown):
+                if isinstance(item, Unknown) or (isinstance(item, TensorValue) and item.opaque):
                     return True
     return False
 

@@ -585,7 +585,7 @@ def check_returns(
     for value, node in returns:
         check_declared(interp, value, declared, node, "SPMD402", "return value")
     reduced = next((v.reduced_at for v, _ in returns if isinstance(v, TensorValue) and v.reduced_at), ())
-    return TensorValue(SpmdType(declared), GradState.UNKNOWN, None, reduced)
+    return TensorValue(SpmdType(declared), GradState.UNKNOWN, None, reduced_at=reduced)
 
 
 def call_function(interp: Interpreter, func: FunctionValue, args: list[Arg], node: cst.Call) -> Value:
@@ -600,7 +600,7 @@ def call_function(interp: Interpreter, func: FunctionValue, args: list[Arg], nod
     try:
         decor = function_decorations(interp, fn)
         if decor.skip:
-            return UNKNOWN
+            return TensorValue()  # a no_typecheck function's results are untyped tensors
         if decor.grad_enabled is not None:
             interp.grad_enabled = decor.grad_enabled
         globals_ = interp.frame.globals

@@ -81,6 +81,15 @@ def apply_collective(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.
     dst = _type_arg(interp, bound, "dst", coll.default_dst, node)
     expert = bound.literal(rule, "expert_mode") is True
     api = coll.op
+    for name, value in (("src", src), ("dst", dst)):
+        if value is None and _given_but_not_a_type(bound.get(name)):
+            interp.report(
+                Finding(
+                    "SPMD002",
+                    bound.node(name) or node,
+                    f"`{api}`: {name}= must be R, I, V, P or S(d) (a bare `S` needs its dim)",
+                )
+            )
     if src is None or dst is None:
         return _untyped_like(x)
     if not _transition_ok(interp, coll, src, dst, expert, node, api):
@@ -139,6 +148,13 @@ def _transition_ok(
     return False
 
 
+def _given_but_not_a_type(value: Value | None) -> bool:
+    """A src=/dst= argument that is statically something other than a type (a bare S, a string)."""
+    from spmdcheck.analysis.values import Unknown
+
+    return value is not None and not isinstance(value, Unknown) and value != Literal(None)
+
+
 def _expert_reason(api: str, s: str, d: str) -> str:
     reasons = {
         ("R", "I"): "it makes a Replicate value Invariant, which forward code rarely wants (it is the backward "
@@ -176,7 +192,7 @@ def transition(
     actual = x.type.get(axis)
     operand = interp.ctx.code_of(x_node) if x_node is not None else "the input"
     if actual is None:
-        if interp.ctx.options.strict:
+        if interp.ctx.options.strict and not x.opaque:
             interp.report(
                 Finding(
                     "SPMD307",
@@ -200,7 +216,7 @@ def transition(
     rank = _rank_after(api, x.rank, src, dst)
     result = TensorValue(x.type.with_axis(axis, AxisType(out.kind, shard=_norm_shard(out.shard, rank))), x.grad, rank)
     if api in REDUCING and out.kind in (Kind.R, Kind.I):
-        result = TensorValue(result.type, result.grad, result.rank, ((axis, interp.ctx.site(node)),))
+        result = TensorValue(result.type, result.grad, result.rank, reduced_at=((axis, interp.ctx.site(node)),))
     if inplace:
         interp.rebind(x_node, result)
     return result
@@ -377,6 +393,15 @@ def apply_raw(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.CSTNode
     # R before I: a raw gather's output is most often used per rank (Replicate)
     dst_letter = next((x for x in ("R", "I", "V", "P", "S") if x in raw.dst), "R")
     dst = AxisType(Kind.V) if dst_letter in ("V", "S") else AxisType(Kind(dst_letter))
+    if axis is not None and axis not in x.type and interp.ctx.options.strict and not x.opaque:
+        interp.report(
+            Finding(
+                "SPMD307",
+                node,
+                f"`{name}`: `{interp.ctx.code_of(x_node) if x_node else 'the input'}` "
+                f"has no type on axis {axis!r}; annotate it with assert_type first",
+            )
+        )
     if axis is not None and axis in x.type and "*" not in raw.src:
         actual = x.type[axis]
         if letter(actual) not in raw.src and not (actual.kind is Kind.V and "V" in raw.src):

@@ -72,6 +72,7 @@ _CMP_DUNDER = {
     cst.NotEqual: "__ne__",
 }
 _BUILTINS = {"True": Literal(True), "False": Literal(False), "None": NONE}
+UNTYPED = TensorValue()  # a tensor spmd_types never typed (no_typecheck results)
 TENSOR = "torch.Tensor"
 
 
@@ -335,13 +336,13 @@ class Interpreter:
             self.checking = False
 
     def _bind_untyped(self, node: cst.CSTNode) -> None:
-        """Inside no_typecheck: names assigned there become unknown (results are untyped)."""
+        """Inside no_typecheck: what is assigned there is untyped (spmd_types stamps no type on it)."""
         for child in _walk_statements(node):
             if isinstance(child, cst.Assign):
                 for target in child.targets:
-                    self.assign(target.target, UNKNOWN, None)
+                    self.assign(target.target, UNTYPED, None)
             elif isinstance(child, (cst.AnnAssign, cst.AugAssign)):
-                self.assign(child.target, UNKNOWN, None)
+                self.assign(child.target, UNTYPED, None)
 
     # ------------------------------------------------------------ assignment
     def assign(self, target: cst.BaseExpression, value: Value, value_node: cst.CSTNode | None) -> None:

@@ -98,8 +98,8 @@ def apply_op(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.CSTNode)
     for s in slots:
         if s.value is not None:
             axes.update(s.value.type)
-    if interp.ctx.options.strict and axes:
-        axes.update(interp.mesh)
+    if interp.ctx.options.strict and (axes or tensors):
+        axes.update(interp.mesh)  # spmd_types strict: under a mesh every tensor operand needs every axis
 
     result_axes: dict[str, AxisType] = {}
     result_rank: int | None = first_rank if rule.dims is not None and rule.dims.name == "keep" else None
@@ -112,7 +112,7 @@ def apply_op(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.CSTNode)
             if s.value is None:
                 present.append(s)
             elif t is None:
-                if interp.ctx.options.strict and not failed:
+                if interp.ctx.options.strict and not failed and not _opaque(s):
                     _report_missing(interp, s, axis, node, op_name)
                     failed = True
                 continue
@@ -136,16 +136,21 @@ def apply_op(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.CSTNode)
     if rule.dims is not None and result_rank is None and tensors:
         result_rank = _rank_of(rule, bound, slots)
 
-    if has_unknown_operand(rule, bound):
+    opaque = has_unknown_operand(rule, bound)
+    if opaque:
         # gradual typing: an operand we could not model may be a tensor of any type
         result_axes = {}
         grad = GradState.UNKNOWN if grad is not GradState.YES else grad
-    result = TensorValue(SpmdType(result_axes), grad, result_rank)
     if failed:
         # the error is reported once: what the op produced is unknown, so nothing downstream cascades
-        return UNKNOWN
+        return _shape_result(rule, TensorValue(SpmdType(), grad, result_rank, opaque=True))
+    result = TensorValue(SpmdType(result_axes), grad, result_rank, opaque=opaque)
     _inplace(interp, rule, bound, result, node)
     return _shape_result(rule, result)
+
+
+def _opaque(slot: Slot) -> bool:
+    return isinstance(slot.value, TensorValue) and slot.value.opaque
 
 
 def _shape_result(rule: OpRule, result: TensorValue) -> Value:
@@ -609,7 +614,8 @@ def check_mutation(
                 f"{before} to {after}; an in-place write must keep its destination's type",
             )
         )
-        merged[axis] = before
+        # the write is reported once; what the destination holds now is unknown on this axis: no cascade
+        merged.pop(axis, None)
     interp.rebind(
         target_node, TensorValue(SpmdType(merged), old.grad if new.grad is GradState.UNKNOWN else new.grad, old.rank)
     )

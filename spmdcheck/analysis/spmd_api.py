@@ -110,7 +110,7 @@ def refine(
                 code, node, f"{what}: on axis {axis!r} the value is {have} but {want} is declared{extra}", suggestions
             )
         )
-    return TensorValue(SpmdType(merged), x.grad, x.rank, x.reduced_at)
+    return TensorValue(SpmdType(merged), x.grad, x.rank, reduced_at=x.reduced_at)
 
 
 def _pending_at_contract(interp: Interpreter, have: AxisType, axis: str, node: cst.CSTNode, want: str) -> None:

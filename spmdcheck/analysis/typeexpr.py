@@ -56,6 +56,8 @@ def type_dict(value: Value) -> TypeDict:
                 raise TypeExprError("a type dict key must be an axis name or a process group")
             if not isinstance(item, TypeValue):
                 raise TypeExprError(f"the type of axis {name!r} is not R, I, V, P or S(d)")
+            if name in axes:
+                raise TypeExprError(f"axis {name!r} is given twice")
             axes[name] = item.type
         return TypeDict(axes)
     raise TypeExprError('not an SPMD type: expected a dict like {"tp": V}, a type, or a spec string')

@@ -53,6 +53,10 @@ class TensorValue(Value):
     type: SpmdType = field(default_factory=SpmdType)  # only the axes we know
     grad: GradState = GradState.UNKNOWN
     rank: int | None = None
+    # True: a tensor whose type could not be known (it met a value we cannot model, or an op that failed).
+    # It behaves like an unknown value: never an error, and what it touches becomes opaque too. False with
+    # no axes: a tensor known to carry no type (randn, no_typecheck results), which strict mode reports.
+    opaque: bool = False
     # (axis, site) of the reduction that made this value R/I there: named when it is reduced again.
     # Provenance only: it does not take part in equality, so it never splits a join.
     reduced_at: tuple[tuple[str, int], ...] = field(default=(), compare=False, hash=False)

@@ -30,7 +30,7 @@ def inplace(buf: Local["tp: R"], v: Local["tp: V"], p: Local["tp: P"]):
     buf.add_(v)  # error: SPMD110
     p.mul_(2)
     p.add_(1)  # error: SPMD104
-    torch.add(p, p, out=buf)  # error: SPMD110
+    torch.add(p, p, out=buf)  # buf's type is unknown after the failed write above: no cascade
     buf[0] = v  # error: SPMD111
 
 
