@@ -185,6 +185,12 @@ def _judge_spec(spec: Spec, types: Sequence[AxisType], ops: Sequence[Operand], s
     # S refinement applies only if every V operand carries a shard dim.
     varying = [k for k, t in enumerate(types) if t.kind is Kind.V]
     if any(types[k].shard is None for k in varying):
+        # An operand of unknown layout: the local shapes only match if it is split on the same labels as
+        # the others, so a label contracted while sharded in another operand is still a pending sum.
+        for k in varying:
+            lab = _sharded_label(spec, k, types[k].shard) if types[k].shard is not None else None
+            if lab is not None and lab not in spec.output:
+                return Outcome(AxisType(Kind.V, pending=site))
         return Outcome(AxisType(Kind.V))
     labels: dict[int, str] = {}
     for k in varying:

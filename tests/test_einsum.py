@@ -403,9 +403,16 @@ def test_split_wins_over_mixed_when_a_sharded_operand_holds_the_label_whole():
 
 
 def test_plain_v_operand_disables_refinement():
-    # 1.3: if any V operand is plain V the answer is plain V
-    check(judge(MM, [2, 2], [S(1), V]), V)
-    check(judge(BIL, [2, 3, 2], [S(1), V, R]), V)
+    # 1.3: if any V operand is plain V the answer is plain V ...
+    check(judge(MM, [2, 2], [S(0), V]), V)
+    check(judge(BIL, [2, 3, 2], [S(0), V, R]), V)
+
+
+def test_plain_v_operand_with_a_sharded_contracted_label_is_a_pending_sum():
+    # ... except (spmdcheck's soundness addition, found by differential fuzzing) when another operand is
+    # sharded on a contracted label: the local shapes only match if the plain-V operand is split there too.
+    check(judge(MM, [2, 2], [S(1), V]), VP)
+    check(judge(BIL, [2, 3, 2], [S(1), V, R]), VP)
 
 
 def test_negative_shard_dims_with_known_ranks():

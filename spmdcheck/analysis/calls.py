@@ -570,6 +570,9 @@ def check_returns(
     interp: Interpreter, fn: cst.FunctionDef, decor: Decorations, returns: list[tuple[Value, cst.CSTNode]]
 ) -> Value:
     declared = annotation_type(interp, fn.returns.annotation) if fn.returns is not None else None
+    elements = _tuple_annotation(interp, fn.returns.annotation) if fn.returns is not None else None
+    if declared is None and elements is not None:
+        return _check_tuple_returns(interp, elements, returns)
     if declared is None and decor.out_types is not None:
         try:
             declared = type_dict(decor.out_types).axes
@@ -586,6 +589,31 @@ def check_returns(
         check_declared(interp, value, declared, node, "SPMD402", "return value")
     reduced = next((v.reduced_at for v, _ in returns if isinstance(v, TensorValue) and v.reduced_at), ())
     return TensorValue(SpmdType(declared), GradState.UNKNOWN, None, reduced_at=reduced)
+
+
+def _tuple_annotation(interp: Interpreter, ann: cst.BaseExpression) -> list[dict[str, AxisType] | None] | None:
+    """`tuple[Annotated[T, {...}], ...]`: the declared type of each element (None where not an SPMD type)."""
+    if not isinstance(ann, cst.Subscript):
+        return None
+    head = interp.eval(ann.value)
+    if not (isinstance(head, ModuleRef) and head.qualname in ("builtins.tuple", "typing.Tuple", "tuple")) and not (
+        isinstance(ann.value, cst.Name) and ann.value.value == "tuple"
+    ):
+        return None
+    items = [el.slice.value for el in ann.slice if isinstance(el.slice, cst.Index)]
+    if any(isinstance(i, cst.Ellipsis) for i in items):
+        return None
+    declared = [annotation_type(interp, i) for i in items]
+    return declared if any(d is not None for d in declared) else None
+
+
+def _check_tuple_returns(interp: Interpreter, elements: list, returns: list[tuple[Value, cst.CSTNode]]) -> Value:
+    for value, node in returns:
+        if isinstance(value, Seq) and len(value.items) == len(elements):
+            for item, want in zip(value.items, elements):
+                if want is not None:
+                    check_declared(interp, item, want, node, "SPMD402", "returned tuple element")
+    return Seq(tuple(TensorValue(SpmdType(d), GradState.UNKNOWN, None) if d is not None else UNKNOWN for d in elements))
 
 
 def call_function(interp: Interpreter, func: FunctionValue, args: list[Arg], node: cst.Call) -> Value:

@@ -214,7 +214,12 @@ def transition(
     ):
         out = AxisType(Kind.V, shard=actual.shard)  # a no-op V -> V keeps the layout it had
     rank = _rank_after(api, x.rank, src, dst)
-    result = TensorValue(x.type.with_axis(axis, AxisType(out.kind, shard=_norm_shard(out.shard, rank))), x.grad, rank)
+    result = TensorValue(
+        x.type.with_axis(axis, AxisType(out.kind, shard=_norm_shard(out.shard, rank))),
+        x.grad,
+        rank,
+        min_rank=x.min_rank if rank is None else 0,
+    )
     if api in REDUCING and out.kind in (Kind.R, Kind.I):
         result = TensorValue(result.type, result.grad, result.rank, reduced_at=((axis, interp.ctx.site(node)),))
     if inplace:
@@ -287,7 +292,11 @@ def _check_src(
     # the tracked shard dim must be the one the collective names
     if src.shard is not None and actual.kind is Kind.V and actual.shard is not None:
         want, have = _norm_shard(src.shard, x.rank), _norm_shard(actual.shard, x.rank)
-        comparable = x.rank is not None or (src.shard >= 0) == (actual.shard >= 0)
+        # S(-a) and S(b) are the same dim only if the rank is exactly a + b: excluded by a larger lower bound
+        mixed = (src.shard >= 0) != (actual.shard >= 0)
+        comparable = x.rank is not None or not mixed or x.min_rank > abs(src.shard) + abs(actual.shard)
+        if x.rank is None and mixed and comparable:
+            want, have = src.shard, actual.shard  # both stand, different dims
         if comparable and want != have:
             right = f"S({actual.shard})"
             interp.report(
@@ -300,7 +309,17 @@ def _check_src(
                 )
             )
     discharged = s is Kind.P or api in REDUCING or (dst is not None and dst.kind is Kind.P)
-    if actual.is_pending and not discharged:
+    if actual.is_pending and actual.pending.what == "mean" and api in REDUCING:  # type: ignore[union-attr]
+        interp.report(
+            Finding(
+                "SPMD202",
+                node,
+                f"`{operand}` holds per-rank means over a dim sharded on axis {axis!r} (from {{site:"
+                f"{actual.pending.ref}}}); `{api}` sums them, which is the axis size times the global mean: "  # type: ignore[union-attr]
+                f"take the local sum, reduce it, then divide by the global count",
+            )
+        )
+    elif actual.is_pending and not discharged:
         interp.report(
             Finding(
                 "SPMD201",
@@ -393,6 +412,17 @@ def apply_raw(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.CSTNode
     # R before I: a raw gather's output is most often used per rank (Replicate)
     dst_letter = next((x for x in ("R", "I", "V", "P", "S") if x in raw.dst), "R")
     dst = AxisType(Kind.V) if dst_letter in ("V", "S") else AxisType(Kind(dst_letter))
+    if (
+        dst.kind is Kind.R
+        and raw.src == frozenset({"P"})
+        and x.grad is GradState.UNKNOWN
+        and interp.grad_enabled
+        and not raw.differentiable
+    ):
+        # A raw reduction has no backward: forward sum, identity backward, which is all_reduce(P -> I)
+        # (Megatron's reduce_from_...). Where grad-ness is unknown the value may be on the autograd path, so
+        # it is typed by what it does there: used as I it is right, used as R it is reported downstream.
+        dst = AxisType(Kind.I)
     if axis is not None and axis not in x.type and interp.ctx.options.strict and not x.opaque:
         interp.report(
             Finding(

@@ -144,7 +144,13 @@ def apply_op(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.CSTNode)
     if failed:
         # the error is reported once: what the op produced is unknown, so nothing downstream cascades
         return _shape_result(rule, TensorValue(SpmdType(), grad, result_rank, opaque=True))
-    result = TensorValue(SpmdType(result_axes), grad, result_rank, opaque=opaque)
+    min_rank = 0
+    if result_rank is None:
+        if rule.contraction in ("linear", "matmul"):
+            min_rank = 2  # their operands are taken to be matrices or batches of them (see _operand_rank)
+        elif rule.dims is not None and rule.dims.name == "keep":
+            min_rank = max((s.value.min_rank for s in tensors), default=0)  # type: ignore[union-attr]
+    result = TensorValue(SpmdType(result_axes), grad, result_rank, opaque=opaque, min_rank=min_rank)
     _inplace(interp, rule, bound, result, node)
     return _shape_result(rule, result)
 
@@ -215,7 +221,8 @@ def _plain_axis(
             return AxisType(Kind.V, shard=moved.shard)
         site = origin
     if moved.reduced and site is None:
-        site = Site(interp.ctx.site(node), "reduction")
+        # a local mean over a sharded dim sums to (axis size) x the global mean: remembered as such
+        site = Site(interp.ctx.site(node), "mean" if rule.dims and rule.dims.name == "mean" else "reduction")
     return AxisType(Kind.V, shard=moved.shard if site is None else None, pending=site)
 
 
@@ -259,7 +266,7 @@ def _contraction_axis(
     if not factors:
         return None, None
     equation, eq_text = _equation(interp, rule, bound, all_factors, node)
-    ranks = [s.value.rank if isinstance(s.value, TensorValue) else None for s in factors]
+    ranks = [_operand_rank(s, rule.contraction or "") for s in factors]
     ops = _operands(factors + scalars, axis)
     types = [s.value.type[axis] for s in factors]  # type: ignore[union-attr]
     site = Site(interp.ctx.site(node), "contraction")
@@ -354,7 +361,7 @@ def _equation(
             interp.report(Finding("SPMD004", node, f"malformed einsum equation: {exc}"))
             return None, value.value
         return (equation if given == len(factors) else None), value.value
-    ranks = [s.value.rank if isinstance(s.value, TensorValue) else None for s in factors]
+    ranks = [_operand_rank(s, kind) for s in factors]
     text = einsum.equation_for(kind, ranks)
     if text is None:
         return None, kind
@@ -362,6 +369,21 @@ def _equation(
         return einsum.parse_equation(text, len(factors)), text
     except einsum.EinsumError:
         return None, text
+
+
+def _operand_rank(slot: Slot, kind: str) -> int | None:
+    """An operand's rank; for `@`/matmul an unknown one is taken to be 2 when its shard dims allow it.
+
+    Like `.T`, a matmul operand is in practice a matrix (an activation [tokens, features] or a weight);
+    placing a positive shard dim in batch dims of a guessed rank loses the contraction.
+    """
+    value = slot.value
+    if not isinstance(value, TensorValue):
+        return None
+    if value.rank is not None or kind != "matmul":
+        return value.rank
+    shards = [t.shard for t in value.type.values() if t.shard is not None]
+    return 2 if all(d in (0, 1, -1, -2) for d in shards) else None
 
 
 def _report_missing(interp: Interpreter, slot: Slot, axis: str, node: cst.CSTNode, op_name: str) -> None:

@@ -135,7 +135,7 @@ def move(rule: OpRule, bound: Bound, shard: int | None, rank: int | None) -> Dim
             same = (d[0] >= 0) == (shard >= 0)
             return DimResult(None if (not same or d[0] == shard) else shard, rank=rank)
         return DimResult(None if s == dim else shard, rank=rank)
-    if name == "reduce":
+    if name in ("reduce", "mean"):  # a mean over the sharded dim is a pending *mean*: see ops
         d = args[0] if args else None
         keepdim = bool(args[1]) if len(args) > 1 and isinstance(args[1], bool) else False
         if d is None:

@@ -57,6 +57,9 @@ class TensorValue(Value):
     # It behaves like an unknown value: never an error, and what it touches becomes opaque too. False with
     # no axes: a tensor known to carry no type (randn, no_typecheck results), which strict mode reports.
     opaque: bool = False
+    # A lower bound on the rank when the rank is unknown (a matmul/linear output is at least a matrix):
+    # enough to tell S(-1) from S(0). Provenance, like reduced_at: not part of equality.
+    min_rank: int = field(default=0, compare=False, hash=False)
     # (axis, site) of the reduction that made this value R/I there: named when it is reduced again.
     # Provenance only: it does not take part in equality, so it never splits a join.
     reduced_at: tuple[tuple[str, int], ...] = field(default=(), compare=False, hash=False)

@@ -92,6 +92,12 @@ _ALL = [
         "warning",
         "A per-rank partial sum from a sharded contraction is used before it is reduced.",
     ),
+    Code(
+        "SPMD202",
+        "reduced-local-mean",
+        "warning",
+        "Per-rank means over a sharded dim are all-reduced as if they were partial sums: the result is the axis size times the global mean.",
+    ),
     # 3xx: collectives and conversions
     Code(
         "SPMD301",

@@ -119,7 +119,7 @@ def sum(
     out: Tensor | None = None,
 ) -> Tensor: ...
 @linear
-@dims("reduce", "dim", "keepdim")
+@dims("mean", "dim", "keepdim")
 def mean(
     input: Tensor,
     dim: int | Sequence[int] | None = None,
@@ -139,7 +139,7 @@ def nansum(
     out: Tensor | None = None,
 ) -> Tensor: ...
 @linear
-@dims("reduce", "dim", "keepdim")
+@dims("mean", "dim", "keepdim")
 def nanmean(
     input: Tensor,
     dim: int | Sequence[int] | None = None,
@@ -866,7 +866,7 @@ class Tensor:
         self, dim: int | Sequence[int] | None = None, keepdim: bool = False, *, dtype: dtype | None = None
     ) -> Tensor: ...
     @linear
-    @dims("reduce", "dim", "keepdim")
+    @dims("mean", "dim", "keepdim")
     def mean(
         self, dim: int | Sequence[int] | None = None, keepdim: bool = False, *, dtype: dtype | None = None
     ) -> Tensor: ...
@@ -876,7 +876,7 @@ class Tensor:
         self, dim: int | Sequence[int] | None = None, keepdim: bool = False, *, dtype: dtype | None = None
     ) -> Tensor: ...
     @linear
-    @dims("reduce", "dim", "keepdim")
+    @dims("mean", "dim", "keepdim")
     def nanmean(
         self, dim: int | Sequence[int] | None = None, keepdim: bool = False, *, dtype: dtype | None = None
     ) -> Tensor: ...
