@@ -249,18 +249,21 @@ def judge_axis(
             continue
         if trial_spec is not None:
             outcome = _judge_spec(trial_spec, types, ops, site)
-            result = outcome.result
-            if isinstance(result, AxisType) and result.shard is not None:
-                # the rank is a guess: count the dim from the right, which all guesses share
-                outcome = Outcome(AxisType(Kind.V, shard=result.shard - len(trial_spec.output)), outcome.issue)
             empty = any(r == len(eq.inputs[k]) - 1 for k, r in zip(unknown, combo))
-            trials.append((outcome, empty))
+            trials.append((outcome, len(trial_spec.output), empty))
     if not trials:
         return Outcome(AxisType(Kind.V))
-    outcomes = [o for o, _ in trials]
-    if not _agree(outcomes):
-        # an ellipsis usually stands for at least one dim: decide on those readings if they agree
-        outcomes = [o for o, empty in trials if not empty] or outcomes
+    # The rank is a guess: a shard dim may be the same counted from the left (a leading batch dim) or from
+    # the right (the output features) in every guess. Use whichever reading all guesses share.
+    for keep_empty in (True, False):
+        chosen = [(o, n) for o, n, empty in trials if keep_empty or not empty]  # an ellipsis is usually >= 1 dim
+        for from_right in (False, True):
+            outcomes = [_count_from(o, n, from_right) for o, n in chosen]
+            if outcomes and _agree(outcomes):
+                return outcomes[0]
+    outcomes = [_count_from(o, n, True) for o, n, empty in trials if not empty] or [
+        _count_from(o, n, True) for o, n, _ in trials
+    ]
     if _agree(outcomes):
         return outcomes[0]
     clean = [o for o in outcomes if o.issue is None and not isinstance(o.result, AxisError)]
@@ -270,6 +273,13 @@ def judge_axis(
     if isinstance(first, AxisError):
         return outcomes[0]
     return Outcome(AxisType(first.kind))
+
+
+def _count_from(outcome: Outcome, out_rank: int, from_right: bool) -> Outcome:
+    result = outcome.result
+    if from_right and isinstance(result, AxisType) and result.shard is not None:
+        return Outcome(AxisType(Kind.V, shard=result.shard - out_rank), outcome.issue)
+    return outcome
 
 
 def _agree(outcomes: list[Outcome]) -> bool:

@@ -32,6 +32,22 @@ def _ints(value: object) -> tuple[int, ...] | None:
     return None
 
 
+def _guess_rank(rank: int | None, shard: int | None, args: list[object]) -> int | None:
+    """An unknown rank, when a positive shard dim meets a negative dim argument (or the reverse): take 2.
+
+    Otherwise the two cannot be compared and the layout would be dropped silently, which hid real bugs
+    from the differential fuzzer (a sum over dim -1 of an S(1) activation). Activations and weights are
+    matrices far more often than anything else; `.T` makes the same assumption.
+    """
+    if rank is not None or shard is None:
+        return rank
+    dims = [d for a in args for d in (_ints(a) or ())]
+    if not any((d < 0) != (shard < 0) for d in dims):
+        return None
+    needed = max([shard + 1 if shard >= 0 else -shard] + [d + 1 if d >= 0 else -d for d in dims])
+    return 2 if needed <= 2 else None
+
+
 def move(rule: OpRule, bound: Bound, shard: int | None, rank: int | None) -> DimResult:
     """The result's shard dim given the (first sharded) operand's shard dim and rank."""
     dims: DimsRule | None = rule.dims
@@ -39,6 +55,7 @@ def move(rule: OpRule, bound: Bound, shard: int | None, rank: int | None) -> Dim
         return DimResult(None, rank=None)
     name = dims.name
     args = [bound.literal(rule, p) for p in dims.params]
+    rank = _guess_rank(rank, shard, args)
     if name == "keep":
         return DimResult(shard, rank=rank)
     if name == "t":
