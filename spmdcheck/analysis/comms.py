@@ -297,6 +297,12 @@ def _check_src(
         comparable = x.rank is not None or not mixed or x.min_rank > abs(src.shard) + abs(actual.shard)
         if x.rank is None and mixed and comparable:
             want, have = src.shard, actual.shard  # both stand, different dims
+        elif x.rank is None and mixed:
+            # unknown rank: read it as a matrix (as `.T` and the layout rules do) when both dims fit in 2
+            guess = max(2, x.min_rank)
+            if all(-guess <= d < guess for d in (src.shard, actual.shard)):
+                comparable = True
+                want, have = _norm_shard(src.shard, guess), _norm_shard(actual.shard, guess)
         if comparable and want != have:
             right = f"S({actual.shard})"
             interp.report(
