@@ -227,20 +227,40 @@ def _plain_axis(
 
 
 def _agree(slots: list[Slot], axis: str) -> int | None:
-    """The common shard dim of elementwise operands (compared from the right when ranks are known)."""
-    seen: set[int] = set()
+    """The common shard dim of elementwise operands, which broadcasting aligns from the right.
+
+    Each operand's shard dim, counted from the right, is known when its rank is (or the dim is negative);
+    with an unknown rank a positive S(d) could be any of -(d+1), -(d+2), ... The operands agree when exactly
+    one right-aligned dim fits them all (a 1-D S(0) scale against an S(-1) activation is the last dim).
+    """
+    same: set[int] = set()
+    candidates: set[int] | None = None
+    first: Slot | None = None
     for s in slots:
         if s.value is None or s.value.type[axis].kind is not Kind.V:
             continue
         d = s.value.type[axis].shard
-        rank = s.value.rank if isinstance(s.value, TensorValue) else None
         if d is None:
             return None
-        seen.add(d - rank if rank is not None and d >= 0 else d)
-    if len(seen) != 1:
+        first = first or s
+        same.add(d)
+        rank = s.value.rank if isinstance(s.value, TensorValue) else None
+        if d < 0:
+            fits = {d}
+        elif rank is not None:
+            fits = {d - rank}
+        else:
+            fits = {d - r for r in range(d + 1, d + 4)}
+        candidates = fits if candidates is None else candidates & fits
+    if first is None:
         return None
-    first = next(s for s in slots if s.value is not None and s.value.type[axis].kind is Kind.V)
-    return first.value.type[axis].shard  # type: ignore[union-attr]
+    if candidates is not None and len(candidates) == 1:
+        exact = next(iter(candidates))
+        rank = first.value.rank if isinstance(first.value, TensorValue) else None
+        return exact + rank if rank is not None and first.value.type[axis].shard >= 0 else exact  # type: ignore[union-attr]
+    if len(same) == 1 and candidates:  # the same positive dim of operands of unknown rank
+        return first.value.type[axis].shard  # type: ignore[union-attr]
+    return None
 
 
 def _rank_of(rule: OpRule, bound: Bound, slots: list[Slot]) -> int | None:

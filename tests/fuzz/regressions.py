@@ -33,7 +33,6 @@ EXPECTED: dict[str, tuple[tuple[str, str], tuple[str, str]]] = {
     "partial_unreduced": (("error", "SPMD104"), ("error", "SPMD104")),
     "invariant_mix": (("error", "SPMD102"), ("error", "SPMD102")),
     "invariant_weight": (("error", "SPMD102"), ("error", "SPMD102")),
-    "local_mean": (("warning", "SPMD201"), ("warning", "SPMD201")),
     "drop_convert": (("error", "SPMD102"), ("error", "SPMD102")),
 }
 
