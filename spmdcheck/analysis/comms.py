@@ -200,8 +200,9 @@ def transition(
                     f"`{api}`: `{operand}` has no type on axis {axis!r}; annotate it with assert_type first",
                 )
             )
-    else:
-        _check_src(interp, api, x, actual, src, axis, operand, node, implicit_partial, x_node, dst)
+    elif not _check_src(interp, api, x, actual, src, axis, operand, node, implicit_partial, x_node, dst):
+        # the mismatch is reported once: what the collective produced is unknown, so nothing cascades
+        return TensorValue(SpmdType(), x.grad, None, opaque=True)
     out = dst
     if (
         actual is not None
@@ -257,7 +258,8 @@ def _check_src(
     implicit_partial: bool,
     x_node: cst.CSTNode | None,
     dst: AxisType | None = None,
-) -> None:
+) -> bool:
+    """Report a src mismatch (False: the input is not what the collective accepts), or layout warnings."""
     a, s = actual.kind, src.kind
     ok = a is s or (s is Kind.P and a is Kind.V and implicit_partial)
     if not ok and {a, s} == {Kind.R, Kind.I} and (x.grad is GradState.NO or not interp.grad_enabled):
@@ -288,7 +290,7 @@ def _check_src(
                     "SPMD301", node, f"`{api}` expects {src} on axis {axis!r} but `{operand}` is {actual}", suggestions
                 )
             )
-        return
+        return False
     # the tracked shard dim must be the one the collective names
     if src.shard is not None and actual.kind is Kind.V and actual.shard is not None:
         want, have = _norm_shard(src.shard, x.rank), _norm_shard(actual.shard, x.rank)
@@ -340,6 +342,7 @@ def _check_src(
                 severity="warning",
             )
         )
+    return True
 
 
 def _reduced_where(x: TensorValue, axis: str) -> str:
