@@ -58,7 +58,7 @@ def dispatch(interp: Interpreter, func: Value, args: list[Arg], node: cst.Call) 
                 rule = _default_tensor_rule(qual, False)
                 rule.params = (Param("args", ParamRole.TENSOR, True, False, variadic=True),)
             else:
-                return _unknown_call(args)
+                return UNKNOWN  # gradual typing: an unknown callee checks nothing
         return apply_rule(interp, rule, args, node)
     if isinstance(func, BoundMethod):
         if isinstance(func.receiver, (TensorValue, Alternatives)):
@@ -77,16 +77,11 @@ def dispatch(interp: Interpreter, func: Value, args: list[Arg], node: cst.Call) 
         return apply_rule(interp, rule, [(None, func.receiver, receiver_node), *args], node)
     if isinstance(func, FunctionValue):
         return call_function(interp, func, args, node)
-    return _unknown_call(args)
+    return UNKNOWN
 
 
 def _has_tensor(args: list[Arg]) -> bool:
     return any(isinstance(v, (TensorValue, Alternatives)) for _, v, _ in args)
-
-
-def _unknown_call(args: list[Arg]) -> Value:
-    # gradual typing: an unknown callee gives an unknown value and checks nothing
-    return UNKNOWN
 
 
 def call_method(
@@ -296,8 +291,6 @@ def getitem(interp: Interpreter, base: Value, node: cst.Subscript) -> Value:
         name = index_values[0].value
         if isinstance(name, str):
             return MeshValue((name,))
-    if isinstance(base, ModuleRef):
-        return _annotation_subscript(interp, base, node)
     return UNKNOWN
 
 
@@ -381,8 +374,6 @@ def setitem(interp: Interpreter, target: cst.Subscript, value: Value, value_node
 
 
 # ---------------------------------------------------------------- annotations
-def _annotation_subscript(interp: Interpreter, base: ModuleRef, node: cst.Subscript) -> Value:
-    return UNKNOWN
 
 
 @dataclass

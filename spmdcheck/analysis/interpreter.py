@@ -584,9 +584,6 @@ class Interpreter:
             return GradState.NO
         return GradState.join(grads) if grads else GradState.NO
 
-    def mesh_axes(self) -> tuple[str, ...]:
-        return self.mesh
-
     def factory_tensor(self, rank: int | None, grad: GradState, typed: bool) -> TensorValue:
         """A deterministic factory's result: R on every axis of the mesh in scope."""
         axes = {a: AxisType(Kind.R) for a in self.mesh} if typed else {}

@@ -68,9 +68,6 @@ class TensorValue(Value):
     def typed(self) -> bool:
         return len(self.type) > 0
 
-    def with_type(self, t: SpmdType) -> TensorValue:
-        return TensorValue(t, self.grad, self.rank)
-
 
 @dataclass(frozen=True)
 class Branch:
@@ -160,19 +157,6 @@ class ContextValue(Value):
 
     kind: str
     payload: Value = UNKNOWN
-
-
-def tensors_in(value: Value) -> list[TensorValue]:
-    if isinstance(value, TensorValue):
-        return [value]
-    if isinstance(value, Seq):
-        out: list[TensorValue] = []
-        for item in value.items:
-            out.extend(tensors_in(item))
-        return out
-    if isinstance(value, Homogeneous):
-        return tensors_in(value.item)
-    return []
 
 
 def join(a: Value, b: Value, branch_ref: int | None = None) -> Value:

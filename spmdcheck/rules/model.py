@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from spmdcheck.lattice import AxisType, Kind, Linearity
+from spmdcheck.lattice import AxisType, Linearity
 
 
 class ParamRole(enum.Enum):
@@ -50,13 +50,6 @@ class DimsRule:
 class Transition:
     src: str  # R, I, V, P or S (any shard)
     dst: str
-
-
-def transition_key(src: AxisType, dst: AxisType) -> Transition:
-    def letter(t: AxisType) -> str:
-        return "S" if t.kind is Kind.V and t.shard is not None else t.kind.value
-
-    return Transition(letter(src), letter(dst))
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from spmdcheck.lattice import AxisType, Linearity
+from spmdcheck.lattice import Linearity
 from spmdcheck.rules.model import (
     CollectiveRule,
     DimsRule,
@@ -71,10 +71,6 @@ class Registry:
             qualname = rule.alias_of
             seen += 1
         return qualname
-
-    def has_module(self, module: str) -> bool:
-        prefix = module + "."
-        return any(k.startswith(prefix) for k in self.rules)
 
     def merge(self, other: Registry) -> None:
         self.rules.update(other.rules)
@@ -445,7 +441,3 @@ def load_stub_dirs(dirs: Iterable[pathlib.Path]) -> Registry:
                 continue
             registry.merge(load_stub_source(text, name, path.name == "__init__.pyi", where))
     return registry
-
-
-def axis_type_or_none(text: str | None) -> AxisType | None:
-    return parse_axis_type(text) if text else None
