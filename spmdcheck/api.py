@@ -167,3 +167,15 @@ def check_file(path: str, settings: Settings, registry: Registry | None = None) 
                 )
             ],
         )
+
+
+def check_sources(
+    sources: dict[str, str], settings: Settings | None = None, registry: Registry | None = None
+) -> dict[str, list[Diagnostic]]:
+    """Check files as one program: `sources` maps each path to its text; module names come from the
+    paths' package folders (a folder is a package when `<folder>/__init__.py` is one of the keys or
+    exists on disk). Returns each path's diagnostics, sorted.
+    """
+    settings = settings or Settings()
+    registry = registry if registry is not None else load_registry(settings.stub_path)
+    return {path: check_source(text, path, settings, registry) for path, text in sources.items()}
