@@ -100,6 +100,8 @@ def apply_rule(interp: Interpreter, rule: OpRule, args: list[Arg], node: cst.CST
     combos = list(itertools.islice(itertools.product(*choices), MAX_COMBINATIONS))
     results: list[tuple[Value, tuple]] = []
     captured: list[list[Finding]] = []
+    writes: list[tuple[list, tuple]] = []
+    outer_effects = interp.effects
     for combo in combos:
         trial = list(args)
         path: tuple = ()
@@ -108,12 +110,18 @@ def apply_rule(interp: Interpreter, rule: OpRule, args: list[Arg], node: cst.CST
             path = path + tuple(b for b in branch_path if b not in path)
         before = len(interp.ctx.findings)
         saved_seen = set(interp.ctx._seen)
-        result = _apply_rule(interp, rule, trial, node)
+        interp.effects = []
+        try:
+            result = _apply_rule(interp, rule, trial, node)
+        finally:
+            writes.append((interp.effects, path))
+            interp.effects = outer_effects
         captured.append(interp.ctx.findings[before:])
         del interp.ctx.findings[before:]
         interp.ctx._seen = saved_seen
         results.append((result, path))
     _merge_branch_findings(interp, captured, [p for _, p in results])
+    interp.join_effects(writes)
     if all(isinstance(r, TensorValue) for r, _ in results):
         distinct: list[tuple[Value, tuple]] = []
         for r, p in results:

@@ -33,6 +33,7 @@ from spmdcheck.analysis.values import (
     TensorValue,
     TypeValue,
     Value,
+    alternatives_of,
     join,
 )
 from spmdcheck.lattice import AxisType, GradState, Kind, SpmdType
@@ -96,6 +97,8 @@ class Interpreter:
         self.frame = Frame({}, {})
         self.functions: list[cst.FunctionDef] = []
         self.collectives: list[tuple[str, str | None, cst.CSTNode]] = []  # calls made, in order
+        # writes to variables recorded instead of applied, while a call is typed per alternative
+        self.effects: list[tuple[cst.CSTNode | None, Value]] | None = None
 
     # ------------------------------------------------------------------ entry
     def run_module(self, module: cst.Module) -> None:
@@ -365,7 +368,32 @@ class Interpreter:
             self.eval(target.value)
 
     def rebind(self, node: cst.CSTNode | None, value: Value) -> None:
-        """An op changed the type of the tensor named by `node` (in place, assert_type)."""
+        """An op changed the type of the tensor named by `node` (in place, assert_type).
+
+        While a call is typed once per alternative of a branch-dependent operand, the write is
+        only recorded: `join_effects` then binds the target to what every alternative wrote.
+        """
+        if self.effects is not None:
+            self.effects.append((node, value))
+            return
+        self._write(node, value)
+
+    def join_effects(self, per_alternative: list[tuple[list[tuple[cst.CSTNode | None, Value]], tuple]]) -> None:
+        """Apply the writes of a call typed once per alternative: a target written differently keeps them all."""
+        targets: dict[str, cst.CSTNode] = {}
+        written: dict[str, dict[int, Value]] = {}
+        for i, (effects, _) in enumerate(per_alternative):
+            for node, value in effects:
+                key = _target_key(node)
+                if key is not None and node is not None:
+                    targets[key] = node
+                    written.setdefault(key, {})[i] = value
+        for key, by_alternative in written.items():
+            current = self.frame.env.get(key, UNKNOWN)  # what the alternatives that did not write keep
+            values = [(by_alternative.get(i, current), path) for i, (_, path) in enumerate(per_alternative)]
+            self.rebind(targets[key], alternatives_of(values))
+
+    def _write(self, node: cst.CSTNode | None, value: Value) -> None:
         if isinstance(node, cst.Name):
             self.frame.env[node.value] = value
         elif isinstance(node, cst.Attribute):
@@ -616,6 +644,14 @@ def _attr_path(node: cst.BaseExpression) -> str | None:
     if isinstance(node, cst.Name):
         parts.append(node.value)
         return ".".join(reversed(parts))
+    return None
+
+
+def _target_key(node: cst.CSTNode | None) -> str | None:
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        return _attr_path(node)
     return None
 
 

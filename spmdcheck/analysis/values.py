@@ -182,6 +182,27 @@ def join(a: Value, b: Value, branch_ref: int | None = None) -> Value:
 MAX_ALTERNATIVES = 4
 
 
+def alternatives_of(values: list[tuple[Value, tuple[Branch, ...]]]) -> Value:
+    """One value per branch path -> a single value, Alternatives, or UNKNOWN when they are not tensors."""
+    merged: list[tuple[TensorValue, tuple[Branch, ...]]] = []
+    for value, path in values:
+        if isinstance(value, Alternatives):
+            options = [(t, (*path, *p)) for t, p in value.options]
+        elif isinstance(value, TensorValue):
+            options = [(value, path)]
+        else:
+            first = values[0][0]
+            return first if all(v == first for v, _ in values) else UNKNOWN
+        for t, p in options:
+            if not any(t == m for m, _ in merged):
+                merged.append((t, p))
+    if len(merged) == 1:
+        return merged[0][0]
+    if len(merged) <= MAX_ALTERNATIVES:
+        return Alternatives(tuple(merged))
+    return _widen([t for t, _ in merged])
+
+
 def _tensorish(v: Value) -> bool:
     return isinstance(v, (TensorValue, Alternatives))
 
