@@ -248,6 +248,8 @@ def _apply_rule(interp: Interpreter, rule: OpRule, args: list[Arg], node: cst.CS
         if name is None and isinstance(mesh, MeshValue) and len(mesh.axes) == 1:
             return GroupValue(mesh.axes[0])
         return UNKNOWN
+    if rule.constant_test:
+        return Literal(bool(args) and isinstance(args[0][1], Literal))
     if rule.group_members_param is not None:
         return MembersValue(_group_axis(interp, bound.get(rule.group_members_param)))
     if rule.passthrough:
@@ -747,6 +749,7 @@ def call_function(
     if (
         func.scope is not None
         and func.scope.ctx.library
+        and not func.scope.ctx.stub
         and not any(carries_types(v) for v in (receiver, *(v for _, v, _ in args)))
     ):
         return UNKNOWN  # a library function given nothing typed can produce no finding and no type
