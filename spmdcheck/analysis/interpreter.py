@@ -374,9 +374,11 @@ class Interpreter:
             for target in small.targets:
                 self.assign(target.target, value, small.value)
         elif isinstance(small, cst.AnnAssign):
-            value = self.eval(small.value) if small.value is not None else UNKNOWN
             declared = calls.annotation_type(self, small.annotation.annotation)
-            if declared is not None and small.value is not None:
+            if small.value is None:
+                return  # a declaration binds nothing (a class-level one types the attribute: exec_class)
+            value = self.eval(small.value)
+            if declared is not None:
                 value = calls.check_declared(self, value, declared, small, "SPMD401", "annotated variable")
             self.assign(small.target, value, small.value)
         elif isinstance(small, cst.AugAssign):
