@@ -41,6 +41,7 @@ __all__ = [
     "passthrough",
     "opaque",
     "rank_dependent",
+    "rank_of",
     "grad",
     "dims",
     "inplace",
@@ -94,6 +95,7 @@ nonlinear = _identity
 passthrough = _identity
 opaque = _identity
 rank_dependent = _identity
+rank_of = _identity
 
 # Parametrised stub decorators: all are no-ops at run time.
 divisor = _factory

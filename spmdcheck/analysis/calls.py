@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -178,6 +178,10 @@ def _apply_rule(interp: Interpreter, rule: OpRule, args: list[Arg], node: cst.CS
         if name is None and isinstance(mesh, MeshValue) and len(mesh.axes) == 1:
             return GroupValue(mesh.axes[0])
         return UNKNOWN
+    if rule.rank_of:
+        receiver = bound.get(rule.params[0].name) if rule.params else None
+        if isinstance(receiver, TensorValue) and receiver.rank is not None:
+            return Literal(receiver.rank)
     if rule.passthrough:
         if rule.rank_dependent:
             return RANK
@@ -220,10 +224,10 @@ def _factory(interp: Interpreter, rule: OpRule, bound, args: list[Arg], node: cs
         )
         return TensorValue(plain if rule.linearity is Linearity.NONLINEAR else source.type, grad, source.rank)
     if kind == "new":
-        return interp.factory_tensor(rank, grad, typed=True)
+        return replace(interp.factory_tensor(rank, grad, typed=True), leaf=True)
     if kind == "random":
-        return TensorValue(SpmdType(), grad, rank)
-    return interp.factory_tensor(rank, grad, typed=True)
+        return TensorValue(SpmdType(), grad, rank, leaf=True)
+    return replace(interp.factory_tensor(rank, grad, typed=True), leaf=True)
 
 
 def _shape_rank(rule: OpRule, bound) -> int | None:  # noqa: ANN001

@@ -15,6 +15,7 @@ import libcst as cst
 from spmdcheck.analysis import calls
 from spmdcheck.analysis.context import FileContext
 from spmdcheck.analysis.findings import Finding
+from spmdcheck.analysis.typeexpr import enum_class
 from spmdcheck.analysis.values import (
     NONE,
     RANK,
@@ -23,6 +24,7 @@ from spmdcheck.analysis.values import (
     BoundMethod,
     ContextValue,
     DictValue,
+    EnumClass,
     FunctionValue,
     Homogeneous,
     Literal,
@@ -137,7 +139,7 @@ class Interpreter:
             if not self.inline_stack:  # nested functions are checked on their own too
                 self.functions.append(stmt)
         elif isinstance(stmt, cst.ClassDef):
-            self.frame.env[stmt.name.value] = UNKNOWN
+            self.frame.env[stmt.name.value] = enum_class(stmt) or UNKNOWN
             if not self.inline_stack:
                 for item in _body(stmt):
                     if isinstance(item, cst.FunctionDef):
@@ -401,6 +403,8 @@ class Interpreter:
                 from spmdcheck.rules.typespec import parse_axis_type
 
                 return TypeValue(parse_axis_type(rule.const_type))
+            if rule is not None and rule.const_str is not None:
+                return Literal(rule.const_str)  # a stub's string constant: an enum member naming an axis
         return value
 
     def eval_Attribute(self, node: cst.Attribute) -> Value:
@@ -411,6 +415,8 @@ class Interpreter:
         attr = node.attr.value
         if isinstance(base, ModuleRef):
             return self.resolve_ref(ModuleRef(f"{base.qualname}.{attr}"))
+        if isinstance(base, EnumClass):
+            return base.member(attr)
         if isinstance(base, (TensorValue, Alternatives)):
             qual = f"{TENSOR}.{attr}"
             rule = self.ctx.registry.lookup(qual)

@@ -113,6 +113,7 @@ class OpRule:
     factory_rank: int | None = None  # a fixed rank (arange: 1, eye: 2)
     passthrough: bool = False
     rank_dependent: bool = False  # returns a value that differs across ranks (a rank index)
+    rank_of: bool = False  # returns the receiver tensor's rank (x.dim(), x.ndim): a constant when it is known
     opaque: bool = False
     grad: str | None = None  # "yes", "no"
     dims: DimsRule | None = None
@@ -127,6 +128,7 @@ class OpRule:
     spmd_api: str | None = None
     context: str | None = None
     const_type: str | None = None  # a type constant: R, I, V, P
+    const_str: str | None = None  # a string constant (an enum member naming a mesh axis: `DP = "dp"`)
     alias_of: str | None = None
     source: str = ""  # stub file:line, for messages
 
