@@ -134,7 +134,9 @@ class _Sites(cst.CSTVisitor):
                 self.sites.append((node, kind))
 
 
-def measure(tree: pathlib.Path, mesh: tuple[str, ...]) -> dict[str, collections.Counter]:
+def measure(
+    tree: pathlib.Path, mesh: tuple[str, ...], listing: list[str] | None = None
+) -> dict[str, collections.Counter]:
     registry = load_registry(())
     totals: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     for path in sorted(tree.rglob("*.py")):
@@ -158,9 +160,14 @@ def measure(tree: pathlib.Path, mesh: tuple[str, ...]) -> dict[str, collections.
         for node, kind in finder.sites:
             c = totals[kind]
             c["sites"] += 1
+            state = "unreached"
             if id(node) in _events:
                 c["reached"] += 1
                 c["known"] += _events[id(node)]
+                state = "known" if _events[id(node)] else "unknown"
+            if listing is not None:
+                line = wrapper.resolve(PositionProvider)[node].start.line
+                listing.append(f"{state:9s} {kind:11s} {path.relative_to(tree)}:{line}")
     return totals
 
 
@@ -168,13 +175,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("tree", nargs="?")
     parser.add_argument("--mesh", action="store_true", help="check with torchtitan's mesh axes configured")
+    parser.add_argument("--list", action="store_true", help="print every site with its state")
     ns = parser.parse_args()
     import corpus
 
     titan = corpus.CORPORA[0]
     tree = pathlib.Path(ns.tree) if ns.tree else corpus.ensure(titan)
     _install()
-    totals = measure(tree, titan.mesh if ns.mesh else ())
+    listing: list[str] | None = [] if ns.list else None
+    totals = measure(tree, titan.mesh if ns.mesh else (), listing)
+    for entry in listing or ():
+        print(entry)
     all_sites = sum(c["sites"] for c in totals.values())
     all_known = sum(c["known"] for c in totals.values())
     print(f"{tree} (mesh: {'configured' if ns.mesh else 'none'})")

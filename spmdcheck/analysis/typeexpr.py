@@ -5,11 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import libcst as cst
-
 from spmdcheck.analysis.values import (
     DictValue,
-    EnumClass,
     GroupValue,
     Literal,
     MeshValue,
@@ -88,7 +85,7 @@ def unreadable(value: Value, known: Callable[[str], bool] | None = None) -> bool
     """A value the checker cannot see statically (not one it sees and knows to be wrong): gradual, silent."""
     if isinstance(value, ModuleRef):
         return known is None or not known(value.qualname)
-    return not isinstance(value, (Literal, TypeValue, TensorValue, DictValue, Seq, EnumClass))
+    return not isinstance(value, (Literal, TypeValue, TensorValue, DictValue, Seq))
 
 
 def merge_type_dicts(parts: list[TypeDict]) -> TypeDict:
@@ -106,37 +103,3 @@ def merge_type_dicts(parts: list[TypeDict]) -> TypeDict:
             axes[axis] = t
     return TypeDict(axes, bare, partial)
 
-
-def enum_class(node: cst.ClassDef) -> EnumClass | None:
-    """An enum of axis names: a class deriving from `...Enum` whose members are string literals.
-
-    `class MeshAxisName(StrEnum): DP = "dp"` makes `MeshAxisName.DP` the axis name "dp" (a StrEnum
-    member is that string; a plain Enum member's `.value` is). Other classes stay unknown.
-    """
-    bases = [b.value for b in node.bases]
-    if not any(_dotted_tail(b).endswith("Enum") for b in bases):
-        return None
-    members: list[tuple[str, str]] = []
-    body = node.body.body if isinstance(node.body, cst.IndentedBlock) else ()
-    for stmt in body:
-        if not isinstance(stmt, cst.SimpleStatementLine):
-            continue
-        for small in stmt.body:
-            if (
-                isinstance(small, cst.Assign)
-                and len(small.targets) == 1
-                and isinstance(small.targets[0].target, cst.Name)
-                and isinstance(small.value, cst.SimpleString)
-            ):
-                value = small.value.evaluated_value
-                if isinstance(value, str):
-                    members.append((small.targets[0].target.value, value))
-    return EnumClass(node.name.value, tuple(members)) if members else None
-
-
-def _dotted_tail(expr: cst.BaseExpression) -> str:
-    if isinstance(expr, cst.Name):
-        return expr.value
-    if isinstance(expr, cst.Attribute):
-        return expr.attr.value
-    return ""
