@@ -30,6 +30,7 @@ from spmdcheck.analysis.values import (
     MeshValue,
     MethodValue,
     ModuleRef,
+    PyNumber,
     RankValue,
     Seq,
     SuperValue,
@@ -456,6 +457,11 @@ def setitem(interp: Interpreter, target: cst.Subscript, value: Value, value_node
     for el in target.slice:
         if isinstance(el.slice, cst.Index):
             interp.eval(el.slice.value)
+    if isinstance(base, TensorValue) and not isinstance(value, (TensorValue, Alternatives, Literal, PyNumber)):
+        # A value the checker cannot model (it may be a tensor of any type) written into the tensor: what
+        # the tensor holds afterwards is not known, and unknown is silent.
+        interp.rebind(target.value, TensorValue(SpmdType(), base.grad, base.rank, opaque=True))
+        return
     if not isinstance(base, TensorValue) or not isinstance(value, TensorValue):
         return
     axes: dict[str, AxisType] = {}
