@@ -41,6 +41,7 @@ __all__ = [
     "passthrough",
     "opaque",
     "rank_dependent",
+    "rank_of",
     "grad",
     "dims",
     "inplace",
@@ -106,6 +107,9 @@ def rank_dependent(*args: Any, **_kwargs: Any) -> Any:
         return args[0]
     return _identity
 
+
+
+rank_of = _identity
 
 # Parametrised stub decorators: all are no-ops at run time.
 divisor = _factory

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -31,6 +31,7 @@ from spmdcheck.analysis.values import (
     MeshValue,
     MethodValue,
     ModuleRef,
+    PyNumber,
     RankValue,
     Seq,
     SuperValue,
@@ -250,6 +251,10 @@ def _apply_rule(interp: Interpreter, rule: OpRule, args: list[Arg], node: cst.CS
         return UNKNOWN
     if rule.constant_test:
         return Literal(bool(args) and isinstance(args[0][1], Literal))
+    if rule.rank_of:
+        receiver = bound.get(rule.params[0].name) if rule.params else None
+        if isinstance(receiver, TensorValue) and receiver.rank is not None:
+            return Literal(receiver.rank)
     if rule.group_members_param is not None:
         return MembersValue(_group_axis(interp, bound.get(rule.group_members_param)))
     if rule.passthrough:
@@ -317,10 +322,10 @@ def _factory(interp: Interpreter, rule: OpRule, bound, args: list[Arg], node: cs
         )
         return TensorValue(plain if rule.linearity is Linearity.NONLINEAR else source.type, grad, source.rank)
     if kind == "new":
-        return interp.factory_tensor(rank, grad, typed=True)
+        return replace(interp.factory_tensor(rank, grad, typed=True), leaf=True)
     if kind == "random":
-        return TensorValue(SpmdType(), grad, rank)
-    return interp.factory_tensor(rank, grad, typed=True)
+        return TensorValue(SpmdType(), grad, rank, leaf=True)
+    return replace(interp.factory_tensor(rank, grad, typed=True), leaf=True)
 
 
 def _shape_rank(rule: OpRule, bound) -> int | None:  # noqa: ANN001
@@ -460,6 +465,11 @@ def setitem(interp: Interpreter, target: cst.Subscript, value: Value, value_node
     for el in target.slice:
         if isinstance(el.slice, cst.Index):
             interp.eval(el.slice.value)
+    if isinstance(base, TensorValue) and not isinstance(value, (TensorValue, Alternatives, Literal, PyNumber)):
+        # A value the checker cannot model (it may be a tensor of any type) written into the tensor: what
+        # the tensor holds afterwards is not known, and unknown is silent.
+        interp.rebind(target.value, TensorValue(SpmdType(), base.grad, base.rank, opaque=True))
+        return
     if not isinstance(base, TensorValue) or not isinstance(value, TensorValue):
         return
     axes: dict[str, AxisType] = {}

@@ -782,6 +782,8 @@ class Interpreter:
                 from spmdcheck.rules.typespec import parse_axis_type
 
                 return TypeValue(parse_axis_type(rule.const_type))
+            if rule is not None and rule.const_str is not None:
+                return Literal(rule.const_str)  # a stub's string constant: an enum member naming an axis
         return value
 
     def eval_Attribute(self, node: cst.Attribute) -> Value:
@@ -1036,8 +1038,14 @@ class Interpreter:
         return GradState.join(grads) if grads else GradState.NO
 
     def factory_tensor(self, rank: int | None, grad: GradState, typed: bool) -> TensorValue:
-        """A deterministic factory's result: R on every axis of the mesh in scope."""
-        axes = {a: AxisType(Kind.R) for a in self.mesh} if typed else {}
+        """A deterministic factory's result: R on every axis of the mesh in scope.
+
+        spmd_types types a factory only while its checking mode runs. The configured mesh is an assumption
+        about code that uses spmd_types; a file that never imports it (a test building inputs, unannotated
+        library code) gives no sign that its tensors are made under checking: they stay untyped there.
+        """
+        assumed = self.mesh == self.ctx.options.mesh and not self.ctx.imports_spmd_types
+        axes = {a: AxisType(Kind.R) for a in self.mesh} if typed and not assumed else {}
         return TensorValue(SpmdType(axes), grad, rank)
 
 
