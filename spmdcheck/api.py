@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 
 from spmdcheck.analysis.context import Options
 from spmdcheck.analysis.driver import analyze_module
+from spmdcheck.diagnostics.codes import CODES
 from spmdcheck.diagnostics.render import Diagnostic, make, render
+from spmdcheck.diagnostics.suppression import apply_suppressions
 from spmdcheck.frontend.inline_config import read_inline_config
 from spmdcheck.frontend.source import ParseFailure, is_relevant, mesh_names_in, parse, syntax_error
 from spmdcheck.rules.stubs import Registry, load_stub_dirs
@@ -87,8 +89,6 @@ def load_registry(stub_path: tuple[str, ...] = ()) -> Registry:
 
 
 def _selected(code: str, settings: Settings) -> bool:
-    from spmdcheck.diagnostics.codes import CODES
-
     def matches(pattern: str) -> bool:
         p = pattern.strip()
         if p.upper() == "ALL":
@@ -121,6 +121,11 @@ def check_source(
     ctx = analyze_module(parsed, registry, options, mesh_names_in(text))
     diags = render(path, parsed, ctx.findings, ctx.sites, text.splitlines())
     diags += [make(path, "SPMD005", message, line) for line, message in inline.errors]
+
+    def enabled(code: str) -> bool:
+        return _selected(code, settings) and (options.strict or not CODES[code].strict_only)
+
+    diags = apply_suppressions(path, text, diags, enabled)
     diags = [d for d in diags if _selected(d.code, settings)]
     return sorted(diags, key=Diagnostic.sort_key)
 
@@ -130,7 +135,8 @@ def check_file(path: str, settings: Settings, registry: Registry | None = None) 
         data = pathlib.Path(path).read_bytes()
     except OSError as exc:
         return FileResult(path, [make(path, "SPMD005", f"cannot read file: {exc.strerror}")])
-    if not is_relevant(data, bool(settings.mesh)):
+    # a file naming an spmdcheck code (in a suppression comment) is checked, so an unused one is reported
+    if not is_relevant(data, bool(settings.mesh)) and b"SPMD" not in data:
         failure = syntax_error(data)
         if failure is None:
             return FileResult(path, skipped=True)
