@@ -191,8 +191,10 @@ def _check(args: argparse.Namespace) -> int:
             f
             for f in files
             if (f in named and not args.force_exclude)
-            or (resolver.for_path(pathlib.Path(f)).included(pathlib.Path(f))
-                and not resolver.for_path(pathlib.Path(f)).excluded(pathlib.Path(f)))
+            or (
+                resolver.for_path(pathlib.Path(f)).included(pathlib.Path(f))
+                and not resolver.for_path(pathlib.Path(f)).excluded(pathlib.Path(f))
+            )
         ]
     for m in missing:
         print(f"spmdcheck: {m}: no such file or directory", file=sys.stderr)
@@ -228,7 +230,8 @@ def _check(args: argparse.Namespace) -> int:
         diags.extend(r.diagnostics)
     diags.sort(key=lambda d: d.sort_key())
     if args.diff:
-        return _print_diff(results) if status == EXIT_CLEAN else EXIT_USAGE
+        settings_of = {f: settings for settings, group in by_settings.items() for f in group}
+        return _print_diff(results, settings_of) if status == EXIT_CLEAN else EXIT_USAGE
     return _report(args, diags, len(files), stdin_text, status)
 
 
@@ -270,16 +273,25 @@ def _report(args: argparse.Namespace, diags: list, files: int, stdin_text: str |
     return EXIT_CLEAN
 
 
-def _print_diff(results) -> int:  # noqa: ANN001
+def _print_diff(results, settings_of) -> int:  # noqa: ANN001
     """--diff: print what every fix (unsafe ones included: nothing is written) would change."""
-    from spmdcheck.fix_review import fix_diff
+    from spmdcheck.api import check_source, load_registry
+    from spmdcheck.fix_review import fix_diff, fixable
     from spmdcheck.report import display_path
 
     total = 0
     for r in sorted(results, key=lambda r: r.path):
-        diff, count = fix_diff(r.path, r.diagnostics, display_path(r.path).replace(os.sep, "/"), "import spmd_types")
+        if not fixable(r.diagnostics, True):
+            continue
+        settings = settings_of[r.path]
+        registry = load_registry(settings.stub_path)
+
+        def check(text: str, path: str = r.path, settings=settings, registry=registry):  # noqa: ANN001, ANN202
+            return check_source(text, path, settings, registry)
+
+        diff, count = fix_diff(r.path, check, display_path(r.path).replace(os.sep, "/"))
         sys.stdout.write(diff)
-        total += count if diff else 0
+        total += count
     print(f"spmdcheck: would apply {total} fix(es)" if total else "spmdcheck: no fixes to apply", file=sys.stderr)
     return EXIT_FINDINGS if total else EXIT_CLEAN
 
@@ -299,38 +311,38 @@ def _add_noqa(results) -> None:  # noqa: ANN001
 
 
 def _fix(results, settings, registry, unsafe: bool, jobs: int):  # noqa: ANN001, ANN202
-    """Apply the first suggestion of each diagnostic (only the safe ones without --unsafe-fixes), then check
-    the fixed files again."""
+    """Apply fixes in rounds per file (spmdcheck/fix_review.py says why), re-checking after each round; only
+    the safe ones without --unsafe-fixes."""
+    from spmdcheck.api import check_file
+    from spmdcheck.fix_review import IMPORT_LINE, MAX_ROUNDS, fixable, next_batch
     from spmdcheck.fixes import apply_fixes
 
-    def chosen(diags):  # noqa: ANN001, ANN202
-        placed = [(d, next((s for s in d.suggestions if s.span), None)) for d in diags]
-        return [d for d, s in placed if s is not None and (unsafe or s.safe)]
-
-    held_back = sum(1 for r in results for d in r.diagnostics if any(s.span for s in d.suggestions)) - sum(
-        len(chosen(r.diagnostics)) for r in results
-    )
+    held_back = sum(len(fixable(r.diagnostics, True)) - len(fixable(r.diagnostics, False)) for r in results)
     if held_back and not unsafe:
         print(
             f"spmdcheck: {held_back} fix(es) available with --fix --unsafe-fixes (they insert collectives, "
             f"which changes what the program computes: review them, e.g. with --diff)",
             file=sys.stderr,
         )
-    changed = []
+    out = []
     for r in results:
-        todo = chosen(r.diagnostics)
-        if not todo:
-            continue
-        outcome = apply_fixes(r.path, todo, "import spmd_types")
-        if outcome.error:
-            print(f"spmdcheck: {r.path}: {outcome.error}", file=sys.stderr)
-        elif outcome.applied:
-            changed.append(r.path)
-            print(f"spmdcheck: {r.path}: applied {outcome.applied} fix(es)", file=sys.stderr)
-    if not changed:
-        return results
-    again = {r.path: r for r in _run(changed, settings, registry, jobs)}
-    return [again.get(r.path, r) for r in results]
+        applied = 0
+        for _ in range(MAX_ROUNDS):
+            batch = next_batch(r.diagnostics, unsafe)
+            if not batch:
+                break
+            outcome = apply_fixes(r.path, batch, IMPORT_LINE)
+            if outcome.error:
+                print(f"spmdcheck: {r.path}: {outcome.error}", file=sys.stderr)
+                break
+            if not outcome.applied:
+                break
+            applied += outcome.applied
+            r = check_file(r.path, settings, registry)
+        if applied:
+            print(f"spmdcheck: {r.path}: applied {applied} fix(es)", file=sys.stderr)
+        out.append(r)
+    return out
 
 
 def _run(files: list[str], settings, registry, jobs: int):  # noqa: ANN001, ANN202
