@@ -224,7 +224,7 @@ def _check(args: argparse.Namespace) -> int:
             _add_noqa(group_results)
             group_results = _run(group, settings, registry, jobs)
         elif args.fix:
-            group_results = _fix(group_results, settings, registry, args.unsafe_fixes, jobs)
+            group_results = _fix(group_results, group, settings, registry, args.unsafe_fixes, jobs)
         results += group_results
     for r in results:
         diags.extend(r.diagnostics)
@@ -310,10 +310,9 @@ def _add_noqa(results) -> None:  # noqa: ANN001
     print(f"spmdcheck: added noqa comments to {added} line(s)", file=sys.stderr)
 
 
-def _fix(results, settings, registry, unsafe: bool, jobs: int):  # noqa: ANN001, ANN202
-    """Apply fixes in rounds per file (spmdcheck/fix_review.py says why), re-checking after each round; only
-    the safe ones without --unsafe-fixes."""
-    from spmdcheck.api import check_file
+def _fix(results, files: list[str], settings, registry, unsafe: bool, jobs: int):  # noqa: ANN001, ANN202
+    """Apply fixes in rounds (spmdcheck/fix_review.py says why): each round applies every file's next batch,
+    then checks the files again; only the safe fixes without --unsafe-fixes."""
     from spmdcheck.fix_review import IMPORT_LINE, MAX_ROUNDS, fixable, next_batch
     from spmdcheck.fixes import apply_fixes
 
@@ -324,56 +323,61 @@ def _fix(results, settings, registry, unsafe: bool, jobs: int):  # noqa: ANN001,
             f"which changes what the program computes: review them, e.g. with --diff)",
             file=sys.stderr,
         )
-    out = []
-    for r in results:
-        applied = 0
-        for _ in range(MAX_ROUNDS):
-            batch = next_batch(r.diagnostics, unsafe)
+    applied: dict[str, int] = {}
+    failed: set[str] = set()
+    for _ in range(MAX_ROUNDS):
+        progress = False
+        for r in results:
+            batch = next_batch(r.diagnostics, unsafe) if r.path not in failed else []
             if not batch:
-                break
+                continue
             outcome = apply_fixes(r.path, batch, IMPORT_LINE)
             if outcome.error:
                 print(f"spmdcheck: {r.path}: {outcome.error}", file=sys.stderr)
-                break
-            if not outcome.applied:
-                break
-            applied += outcome.applied
-            r = check_file(r.path, settings, registry)
-        if applied:
-            print(f"spmdcheck: {r.path}: applied {applied} fix(es)", file=sys.stderr)
-        out.append(r)
-    return out
+                failed.add(r.path)
+            elif outcome.applied:
+                applied[r.path] = applied.get(r.path, 0) + outcome.applied
+                progress = True
+        if not progress:
+            break
+        results = _run(files, settings, registry, jobs)
+    for path, count in sorted(applied.items()):
+        print(f"spmdcheck: {path}: applied {count} fix(es)", file=sys.stderr)
+    return results
 
 
 def _run(files: list[str], settings, registry, jobs: int):  # noqa: ANN001, ANN202
-    from spmdcheck.api import check_file
+    """Whole-program analysis: each connected part of the import graph is one program, run in a pool."""
+    from spmdcheck.api import check_program, plan_programs
 
+    done, programs = plan_programs(files, settings)
     jobs = jobs or (os.cpu_count() or 1)
+    jobs = max(1, min(jobs, len(programs)))
     if jobs <= 1 or len(files) < 8:
-        return [check_file(f, settings, registry) for f in files]
-    import multiprocessing as mp
+        for program in programs:
+            done += check_program(program, settings, registry)
+    else:
+        import multiprocessing as mp
 
-    try:
-        ctx = mp.get_context("fork")
-    except ValueError:
-        return [check_file(f, settings, registry) for f in files]
-    global _WORKER
-    _WORKER = (settings, registry)
-    # Big files first, so one large file does not end the run alone on one core.
-    order = sorted(files, key=lambda f: -_size(f))
-    with ctx.Pool(min(jobs, len(files))) as pool:
-        results = pool.map(_work, order, chunksize=1)
-    return results
+        global _WORKER
+        _WORKER = (settings, registry)
+        # Big programs first, so one large program does not end the run alone on one core.
+        programs.sort(key=lambda p: -sum(len(f.text) for f in p))
+        with mp.get_context("fork").Pool(jobs) as pool:
+            for results in pool.imap_unordered(_work, programs, chunksize=1):
+                done += results
+    order = {p: i for i, p in enumerate(files)}
+    return sorted(done, key=lambda r: order.get(r.path, len(order)))
 
 
 _WORKER = None
 
 
-def _work(path: str):  # noqa: ANN202
+def _work(program):  # noqa: ANN001, ANN202
     settings, registry = _WORKER  # type: ignore[misc]
-    from spmdcheck.api import check_file
+    from spmdcheck.api import check_program
 
-    return check_file(path, settings, registry)
+    return check_program(program, settings, registry)
 
 
 def _size(path: str) -> int:
