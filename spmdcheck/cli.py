@@ -209,9 +209,12 @@ def _check(args: argparse.Namespace) -> int:
     jobs = args.jobs if args.jobs is not None else primary.jobs
     diags = []
     results = []
+    registries: set[int] = set()
     for settings, group in by_settings.items():
         registry = load_registry(settings.stub_path)
-        diags += [make(e.split(":", 1)[0], "SPMD005", f"stub error: {e}") for e in registry.errors]
+        if id(registry) not in registries:  # groups with the same stubs share one registry: report it once
+            registries.add(id(registry))
+            diags += [make(e.split(":", 1)[0], "SPMD005", f"stub error: {e}") for e in registry.errors]
         if stdin_text is not None:
             from spmdcheck.api import FileResult, check_source
 
