@@ -12,7 +12,7 @@ import pathlib
 import tempfile
 
 from spmdcheck.diagnostics.render import Diagnostic
-from spmdcheck.diagnostics.suppression import find_suppressions, noqa_line, physical_lines
+from spmdcheck.diagnostics.suppression import find_suppressions, noqa_line, physical_lines, source_map
 
 # findings a noqa cannot or should not silence: the checker failed, the file does not parse, or the
 # finding is about a suppression comment itself
@@ -22,9 +22,10 @@ NOT_SUPPRESSIBLE = frozenset({"SPMD000", "SPMD001", "SPMD006"})
 def with_noqa(text: str, diags: list[Diagnostic]) -> tuple[str, int]:
     """The text with the needed `noqa` codes added; and how many lines changed."""
     wanted: dict[int, set[str]] = {}
+    smap = source_map(text) if any(d.code not in NOT_SUPPRESSIBLE for d in diags) else None
     for d in diags:
-        if d.code not in NOT_SUPPRESSIBLE:
-            wanted.setdefault(noqa_line(text, d.line), set()).add(d.code)
+        if d.code not in NOT_SUPPRESSIBLE and smap is not None:
+            wanted.setdefault(noqa_line(smap, d.line), set()).add(d.code)
     if not wanted:
         return text, 0
     existing = {s.line: s for s in find_suppressions(text)[0] if s.kind == "noqa"}
