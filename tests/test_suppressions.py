@@ -149,3 +149,14 @@ def test_a_broken_baseline_exits_2(project):
     (project / "b.json").write_text("{not json")
     proc = run(["check", "--baseline", "b.json", "a.py"], project)
     assert proc.returncode == 2 and "not JSON" in proc.stderr
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n", "\r"])
+@pytest.mark.parametrize("prefix", ["", "\f\n"])
+def test_own_line_ignore_with_any_line_ending_and_a_form_feed(newline, prefix, registry):
+    from spmdcheck.api import Settings, check_source
+
+    base = BUGGY.replace("z = F.gelu(y)", "# spmdcheck: ignore[SPMD101]\nz = F.gelu(\n    y)\nw = torch.tanh(y)")
+    src = (prefix + base).replace("\n", newline)
+    diags = check_source(src, "x.py", Settings(mesh=("tp",)), registry)
+    assert [(d.line, d.code) for d in diags] == [(10 + bool(prefix), "SPMD101")]  # only the tanh line
