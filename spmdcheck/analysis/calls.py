@@ -25,6 +25,7 @@ from spmdcheck.analysis.values import (
     GroupValue,
     Homogeneous,
     InstanceValue,
+    LazyImport,
     Literal,
     MembersValue,
     MeshValue,
@@ -36,6 +37,7 @@ from spmdcheck.analysis.values import (
     TensorValue,
     TypeValue,
     Value,
+    carries_types,
     join,
 )
 from spmdcheck.lattice import AxisType, GradState, Kind, Linearity, SpmdType
@@ -56,6 +58,10 @@ def _default_tensor_rule(qualname: str, method: bool) -> OpRule:
 
 
 def dispatch(interp: Interpreter, func: Value, args: list[Arg], node: cst.Call) -> Value:
+    if isinstance(func, LazyImport):
+        if not any(carries_types(v) for _, v, _ in args):
+            return UNKNOWN  # a library function given nothing typed can produce no finding and no type
+        func = interp.resolve_lazy(func)
     if isinstance(func, ModuleRef):
         qual = interp.ctx.registry.resolve_alias(func.qualname)
         rule = interp.ctx.registry.lookup(qual)
@@ -738,6 +744,12 @@ def call_function(
     fn = func.node
     if fn in interp.inline_stack or len(interp.inline_stack) >= interp.ctx.options.max_inline_depth:
         return UNKNOWN
+    if (
+        func.scope is not None
+        and func.scope.ctx.library
+        and not any(carries_types(v) for v in (receiver, *(v for _, v, _ in args)))
+    ):
+        return UNKNOWN  # a library function given nothing typed can produce no finding and no type
     key = _summary_key(interp, func, args, receiver)
     summary = interp.summaries.get(key) if key is not None else None
     if summary is not None:
@@ -749,9 +761,7 @@ def call_function(
     interp.inline_stack.append(fn)
     interp.call_sites.append((interp.ctx, node))
     start = len(interp.collectives)
-    instances = [v for _, v, _ in args if isinstance(v, InstanceValue)]
-    if isinstance(receiver, InstanceValue):
-        instances.append(receiver)
+    instances = _instances_of(args, receiver)
     result: Value = UNKNOWN
     globals_ = func.scope.globals if func.scope is not None else interp.frame.globals
     frame = Frame({}, globals_, function=fn, owner=func.owner)
@@ -789,8 +799,16 @@ def call_function(
                     result,
                     interp.collectives[start:],
                     dict(frame.param_effects),
-                    [(obj, dict(obj.attrs)) for obj in instances],
+                    [(i, dict(obj.attrs)) for i, obj in instances],
                 )
+
+
+def _instances_of(args: list[Arg], receiver: Value | None) -> list[tuple[int, InstanceValue]]:
+    """The objects a call can change, by position (-1: the receiver), so a summary replays onto the new ones."""
+    out = [(i, v) for i, (_, v, _) in enumerate(args) if isinstance(v, InstanceValue)]
+    if isinstance(receiver, InstanceValue):
+        out.append((-1, receiver))
+    return out
 
 
 def _summary_key(interp: Interpreter, func: FunctionValue, args: list[Arg], receiver: Value | None) -> tuple | None:
@@ -817,9 +835,11 @@ def _replay(
 ) -> Value:  # noqa: ANN001
     for api, axis, call in summary.collectives:
         interp.note_collective(api, axis, call)
-    for obj, attrs in summary.instance_states:
-        obj.attrs.clear()
-        obj.attrs.update(attrs)
+    objects = dict(_instances_of(args, receiver))
+    for i, attrs in summary.instance_states:
+        if i in objects:
+            objects[i].attrs.clear()
+            objects[i].attrs.update(attrs)
     _apply_param_effects(interp, fn, args, summary.param_effects, receiver)
     return summary.result
 

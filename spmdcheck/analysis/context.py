@@ -40,6 +40,7 @@ class FileContext:
     module: cst.Module
     path: str = "<string>"
     module_file: Any = None  # its program.graph.ModuleFile: name and package, for relative imports
+    library: bool = False  # imported by the checked files but unable to hold a finding by itself
     program: ProgramState = field(default_factory=ProgramState)
     known_axes: set[str] = field(default_factory=set)  # every axis name valid in this file
     spmd_alias: str = "spmd_types"  # how the file spells the spmd_types module

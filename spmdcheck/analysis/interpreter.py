@@ -7,8 +7,9 @@ delegates every call to `calls.dispatch`, which reads the rule registry.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import libcst as cst
 
@@ -27,6 +28,7 @@ from spmdcheck.analysis.values import (
     FunctionValue,
     Homogeneous,
     InstanceValue,
+    LazyImport,
     Literal,
     MembersValue,
     MeshValue,
@@ -119,11 +121,17 @@ class Summary:
     result: Value
     collectives: list[tuple[str, str | None, cst.CSTNode]]
     param_effects: dict[str, Value]
-    instance_states: list[tuple[InstanceValue, dict[str, Value]]]
+    instance_states: list[tuple[int, dict[str, Value]]]  # (argument position, -1: receiver) -> attributes after
 
 
-# Resolves a dotted module name to a checked module's top-level names, running it first if needed.
-Importer = Callable[[str], "Scope | None"]
+class Importer(Protocol):
+    """The program's modules, as the interpreter sees them."""
+
+    def kind(self, name: str) -> str | None:
+        """ "checked", "library" (imported, parsed only when used) or None (not part of the program)."""
+
+    def load(self, name: str) -> Scope | None:
+        """A module's top-level names, running it first if needed (None: not loadable)."""
 
 
 class Interpreter:
@@ -165,7 +173,8 @@ class Interpreter:
     def check_functions(self) -> None:
         while self.functions:
             fn, scope, owner = self.functions.pop(0)
-            self.analyze_function(fn, scope, owner)
+            if not scope.ctx.library:  # a library's functions are only followed from calls
+                self.analyze_function(fn, scope, owner)
 
     def enter_scope(self, scope: Scope) -> tuple:
         """Switch to another module's file and globals (a call into it); returns what to restore."""
@@ -347,21 +356,41 @@ class Interpreter:
             self._note_spmd_alias(f"{module}.{name}", local)
 
     def _module_named(self, dotted: str) -> Value:
-        scope = self.importer(dotted) if self.importer is not None else None
-        return ModuleValue(dotted) if scope is not None else ModuleRef(dotted)
+        kind = self.importer.kind(dotted) if self.importer is not None else None
+        if kind == "checked":
+            self.importer.load(dotted)  # type: ignore[union-attr]
+        return ModuleValue(dotted) if kind is not None else ModuleRef(dotted)
 
     def _imported(self, module: str, name: str, relative: bool) -> Value:
-        """`from module import name`: a checked module's own value, a checked submodule, or a qualified name."""
-        scope = self.importer(module) if self.importer is not None else None
-        if scope is not None:
-            if name in scope.globals:
-                return scope.globals[name]
-            if self.importer is not None and self.importer(f"{module}.{name}") is not None:
-                return ModuleValue(f"{module}.{name}")
-            return UNKNOWN  # a checked module without that name (or still running: an import cycle)
-        if self.importer is not None and self.importer(f"{module}.{name}") is not None:
-            return ModuleValue(f"{module}.{name}")
+        """`from module import name`: a checked module's own value, a checked submodule, or a qualified name.
+
+        Names from a library module stay lazy (see LazyImport): most are never called with typed values.
+        """
+        kind = self.importer.kind(module) if self.importer is not None else None
+        if kind == "library":
+            return LazyImport(module, name)
+        if kind == "checked":
+            return self.module_attribute(module, name)
+        sub = self.importer.kind(f"{module}.{name}") if self.importer is not None else None
+        if sub is not None:
+            return self._module_named(f"{module}.{name}")
         return UNKNOWN if relative else ModuleRef(f"{module}.{name}")
+
+    def module_attribute(self, module: str, name: str) -> Value:
+        scope = self.importer.load(module) if self.importer is not None else None
+        if scope is not None and name in scope.globals:
+            return self.resolve_lazy(scope.globals[name])
+        if self.importer is not None and self.importer.kind(f"{module}.{name}") is not None:
+            return self._module_named(f"{module}.{name}")
+        return UNKNOWN  # a module without that name (or still running: an import cycle)
+
+    def resolve_lazy(self, value: Value) -> Value:
+        """A name imported from a library module: load the library now that the value is needed."""
+        for _ in range(8):  # re-exports of re-exports
+            if not isinstance(value, LazyImport):
+                return value
+            value = self.module_attribute(value.module, value.name)
+        return UNKNOWN
 
     def _note_spmd_alias(self, qualname: str, local: str) -> None:
         if qualname == "spmd_types":
@@ -621,7 +650,17 @@ class Interpreter:
         return _BUILTINS.get(name, UNKNOWN)
 
     def eval_Name(self, node: cst.Name) -> Value:
-        return self.resolve_ref(self.lookup(node.value))
+        return self.resolve_lazy(self.resolve_ref(self.lookup(node.value)))
+
+    def eval_callee(self, node: cst.BaseExpression) -> Value:
+        """The function of a call: a library name stays lazy (the call decides whether to follow it)."""
+        if isinstance(node, cst.Name):
+            return self.resolve_ref(self.lookup(node.value))
+        if isinstance(node, cst.Attribute):
+            base = self.eval(node.value)
+            if isinstance(base, ModuleValue):
+                return self.object_attribute(base, node.attr.value)
+        return self.eval(node)
 
     def resolve_ref(self, value: Value) -> Value:
         """A module attribute that names a type constant is that type."""
@@ -640,7 +679,7 @@ class Interpreter:
         base = self.eval(node.value)
         attr = node.attr.value
         if isinstance(base, (ModuleValue, InstanceValue, ClassValue)):
-            return self.object_attribute(base, attr)
+            return self.resolve_lazy(self.object_attribute(base, attr))
         if isinstance(base, SuperValue):
             found = base.cls.lookup(attr, after=base.cls) if isinstance(base.cls, ClassValue) else None
             if isinstance(found, FunctionValue):
@@ -663,12 +702,9 @@ class Interpreter:
     def object_attribute(self, base: Value, attr: str) -> Value:
         """An attribute of a checked module, class or object (no side effects: safe to call anywhere)."""
         if isinstance(base, ModuleValue):
-            scope = self.importer(base.name) if self.importer is not None else None
-            if scope is not None and attr in scope.globals:
-                return scope.globals[attr]
-            if self.importer is not None and self.importer(f"{base.name}.{attr}") is not None:
-                return ModuleValue(f"{base.name}.{attr}")
-            return UNKNOWN
+            if self.importer is not None and self.importer.kind(base.name) == "library":
+                return LazyImport(base.name, attr)
+            return self.module_attribute(base.name, attr)
         if isinstance(base, InstanceValue):
             if attr in base.attrs:
                 return base.attrs[attr]
@@ -687,7 +723,7 @@ class Interpreter:
         return UNKNOWN
 
     def eval_Call(self, node: cst.Call) -> Value:
-        func = self.eval(node.func)
+        func = self.eval_callee(node.func)
         args: list[tuple[str | None, Value, cst.BaseExpression]] = []
         for arg in node.args:
             value = self.eval(arg.value)
@@ -744,9 +780,7 @@ class Interpreter:
             if isinstance(right, MembersValue) and isinstance(target.operator, (cst.In, cst.NotIn)):
                 # `rank in ranks_of(g)`: the same answer on every member of g (Megatron's membership guard);
                 # a group we cannot name leaves the relation unknown, and unknown is silent
-                result = (
-                    RankValue(None, frozenset({right.axis})) if right.axis is not None else RankValue(frozenset())
-                )
+                result = RankValue(None, frozenset({right.axis})) if right.axis is not None else RankValue(frozenset())
             elif isinstance(right, RankValue):
                 result = right.combine(result) if isinstance(result, RankValue) else right
             if dunder and isinstance(left, (TensorValue, Alternatives)):
