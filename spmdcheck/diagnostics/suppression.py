@@ -26,7 +26,7 @@ UNUSED_CODE = "SPMD006"
 _ITEM = r"[A-Za-z][A-Za-z0-9_\-]*"
 _NOQA = re.compile(rf"#\s*noqa(?::[ \t]*(?P<codes>{_ITEM}(?:[ \t]*,[ \t]*{_ITEM}|[ \t]+{_ITEM})*))?", re.IGNORECASE)
 _LINE_END = re.compile(r"(?<=\r\n)|(?<=\r)(?!\n)|(?<=\n)")
-_IGNORE = re.compile(r"#\s*spmdcheck:\s*(?P<kind>ignore-file|ignore)(?:\[(?P<codes>[^\]]*)\])?", re.IGNORECASE)
+_IGNORE = re.compile(r"#\s*spmdcheck:\s*(?P<kind>ignore-file|ignore)(?![\w-])(?:\[(?P<codes>[^\]]*)\])?", re.IGNORECASE)
 
 
 def physical_lines(text: str) -> list[str]:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from spmdcheck.config import check_mesh
 
 _LINE = re.compile(r"^#\s*spmdcheck:\s*(?P<body>.+?)\s*$")
-_IGNORE = re.compile(r"^ignore(-file)?(\[|$)")  # suppressions: diagnostics/suppression.py
+_IGNORE = re.compile(r"^ignore(-file)?(\[|\s|$)")  # suppressions: diagnostics/suppression.py
 
 
 _BOOLEANS = {"true": True, "false": False}
