@@ -160,3 +160,17 @@ def test_own_line_ignore_with_any_line_ending_and_a_form_feed(newline, prefix, r
     src = (prefix + base).replace("\n", newline)
     diags = check_source(src, "x.py", Settings(mesh=("tp",)), registry)
     assert [(d.line, d.code) for d in diags] == [(10 + bool(prefix), "SPMD101")]  # only the tanh line
+
+
+def test_reason_text_and_lookalike_words(registry):
+    from spmdcheck.api import Settings, check_source
+
+    settings = Settings(mesh=("tp",))
+    # a blanket own-line ignore with a reason, in the file header: a suppression (of the import below it,
+    # so unused), not a bad file setting (SPMD005)
+    src = "# spmdcheck: ignore  the gelu is checked at run time\n" + BUGGY
+    assert [(d.line, d.code) for d in check_source(src, "x.py", settings, registry)] == [(1, "SPMD006"), (8, "SPMD101")]
+    src = BUGGY.replace("z = F.gelu(y)", "# spmdcheck: ignore  checked at run time\nz = F.gelu(y)")
+    assert check_source(src, "x.py", settings, registry) == []
+    src = BUGGY.replace("z = F.gelu(y)", "z = F.gelu(y)  # spmdcheck: ignored elsewhere")
+    assert [d.code for d in check_source(src, "x.py", settings, registry)] == ["SPMD101"]
