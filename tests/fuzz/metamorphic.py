@@ -153,6 +153,12 @@ class Rewritten:
     files: dict[str, str]  # path (relative to the package root) -> text
     line_map: dict[tuple[str, int], int]  # (path, line) -> the program's line
     note: str  # what was moved where, in words
+    copies: dict[int, tuple[str, int]] = field(default_factory=dict)  # program line -> (path, line) of its copy
+
+    def where(self, line: int) -> tuple[str, int] | None:
+        """Where a line of the program went: its copy (the moved statement itself, not the call that stands for
+        it)."""
+        return self.copies.get(line)
 
     def show(self) -> str:
         out = [f"rewrite `{self.kind}`: {self.note}"]
@@ -163,24 +169,28 @@ class Rewritten:
 
 
 class Builder:
-    """A file made of lines, each remembering the program line it stands for (None: a new line)."""
+    """A file made of lines, each remembering the program line it stands for (None: a new line) and whether it
+    is that line's copy."""
 
     def __init__(self) -> None:
-        self.rows: list[tuple[str, int | None]] = []
+        self.rows: list[tuple[str, int | None, bool]] = []
 
-    def add(self, text: str, old: int | None) -> None:
-        self.rows.append((text, old))
+    def add(self, text: str, old: int | None, copied: bool = False) -> None:
+        self.rows.append((text, old, copied))
 
     def copy(self, lay: Layout, first: int, last: int, edit=None) -> None:  # noqa: ANN001
         for n in range(first, last + 1):
             text = lay.lines[n - 1]
-            self.add(edit(text) if edit else text, n)
+            self.add(edit(text) if edit else text, n, True)
 
     def text(self) -> str:
-        return "\n".join(t for t, _ in self.rows) + "\n"
+        return "\n".join(t for t, _, _ in self.rows) + "\n"
 
     def line_map(self, path: str) -> dict[tuple[str, int], int]:
-        return {(path, i): old for i, (_, old) in enumerate(self.rows, 1) if old is not None}
+        return {(path, i): old for i, (_, old, _) in enumerate(self.rows, 1) if old is not None}
+
+    def copies(self, path: str) -> dict[int, tuple[str, int]]:
+        return {old: (path, i) for i, (_, old, copied) in enumerate(self.rows, 1) if copied and old is not None}
 
 
 def rename(text: str, old: str, new: str) -> str:
@@ -357,7 +367,7 @@ def rewrite_helper(lay: Layout, c: Choices) -> Rewritten:
         b.add("", None)
         b.rows += helper.rows
     return Rewritten("helper", {ORIGINAL: b.text()}, b.line_map(ORIGINAL),
-                     f"{_describe(lay, run)} moved into `part` {where}")
+                     f"{_describe(lay, run)} moved into `part` {where}", b.copies(ORIGINAL))
 
 
 def _with_import(b: Builder, lay: Layout, line: str) -> None:
@@ -387,7 +397,7 @@ def rewrite_module(lay: Layout, c: Choices) -> Rewritten:
         b.rows += cls.rows
     return Rewritten("module", {ORIGINAL: b.text()}, b.line_map(ORIGINAL),
                      f"{_describe(lay, run)} moved into `Block.forward` {where}, weights "
-                     f"{', '.join(weights) or '(none)'} set in __init__")
+                     f"{', '.join(weights) or '(none)'} set in __init__", b.copies(ORIGINAL))
 
 
 PACKAGE_IMPORTS = {  # how main.py imports the helper, and how it then calls it
@@ -425,9 +435,11 @@ def rewrite_package(lay: Layout, c: Choices) -> Rewritten:
     init = c.pick(["", '"""A generated package."""\n'])
     files = {"pkg/__init__.py": init, "pkg/main.py": main.text(), "pkg/helpers.py": helpers.text()}
     line_map = {**main.line_map("pkg/main.py"), **helpers.line_map("pkg/helpers.py")}
+    # the header's mesh line and imports are copied into both files: the program's lines stay in main.py
+    copies = {**helpers.copies("pkg/helpers.py"), **main.copies("pkg/main.py")}
     return Rewritten("package", files, line_map,
                      f"{_describe(lay, run)} moved into {'class' if as_module else 'function'} `{name}` of "
-                     f"pkg/helpers.py, imported as `{imp}`")
+                     f"pkg/helpers.py, imported as `{imp}`", copies)
 
 
 def rewrite_tuple(lay: Layout, c: Choices) -> Rewritten:
@@ -452,8 +464,13 @@ def rewrite_tuple(lay: Layout, c: Choices) -> Rewritten:
     b = Builder()
     b.copy(lay, 1, lay.step_line - 1)
     if form == "helper":
-        b.add("def pack(*values):", None)
-        b.add("    return values" if c.pick(["star", "tuple"]) == "star" else "    return tuple(values)", None)
+        how = c.pick(["parameters", "star", "star tuple"])
+        if how == "parameters":
+            b.add(f"def pack({', '.join(chosen)}):", None)
+            b.add(f"    return {packed}", None)
+        else:
+            b.add("def pack(*values):", None)
+            b.add("    return values" if how == "star" else "    return tuple(values)", None)
         b.add("", None)
         b.add("", None)
     b.copy(lay, lay.step_line, lay.statements[0].first - 1)
@@ -477,7 +494,8 @@ def rewrite_tuple(lay: Layout, c: Choices) -> Rewritten:
                 return text
             b.copy(lay, s.first, s.last, edit)
     return Rewritten("tuple", {ORIGINAL: b.text()}, b.line_map(ORIGINAL),
-                     f"{', '.join(chosen)} passed through a {form} before line {lay.statements[k].first}")
+                     f"{', '.join(chosen)} passed through a {form} before line {lay.statements[k].first}",
+                     b.copies(ORIGINAL))
 
 
 REWRITES = {"helper": rewrite_helper, "module": rewrite_module, "package": rewrite_package, "tuple": rewrite_tuple}
@@ -576,3 +594,129 @@ def cases(draw, kind: str, branches: bool = True) -> Case:  # noqa: ANN001
     """A generated program (with branch and in-place steps) and one rewrite of ``kind`` of it."""
     program = draw(programs(branches=branches))
     return Case(program, rewrite(program, kind, DrawChoices(draw)))
+
+
+class RandomChoices:
+    """Choices from a seeded ``random.Random`` (the survey: every program gets every rewrite, reproducibly)."""
+
+    def __init__(self, key: str) -> None:
+        import random
+
+        self.rng = random.Random(key)
+
+    def pick(self, options):  # noqa: ANN001, ANN201
+        return self.rng.choice(list(options))
+
+    def integer(self, lo: int, hi: int) -> int:
+        return self.rng.randint(lo, hi)
+
+
+# --------------------------------------------------------------------------- the search
+@dataclass
+class Survey:
+    """Every rewrite kind applied to each of the same generated programs."""
+
+    programs: list[Program] = field(default_factory=list)
+    results: dict[str, list[Comparison]] = field(default_factory=lambda: {k: [] for k in KINDS})
+    seconds: float = 0.0
+
+    def failures(self, kind: str) -> list[Comparison]:
+        return [c for c in self.results[kind] if not c.same]
+
+    def summary(self) -> str:
+        lines = [f"programs: {len(self.programs)} ({sum(p.mutated for p in self.programs)} mutated; "
+                 f"{sum(any(':branch' in t or ':inplace' in t for _, t in p.body) for p in self.programs)} with "
+                 f"branch or in-place steps), {self.seconds:.1f}s"]
+        for kind in KINDS:
+            fails = self.failures(kind)
+            flagged = sum(bool(c.before) for c in self.results[kind])
+            lines.append(f"  {kind}: {len(self.results[kind])} rewritten ({flagged} of them with findings), "
+                         f"{len(fails)} change the diagnostics")
+            for c in sorted(fails, key=lambda c: len(c.program.source))[:1]:
+                lines.append(f"    e.g. {c.rewritten.note}: missing {dict(c.missing)}, new {dict(c.extra)}")
+        return "\n".join(lines)
+
+
+def survey(examples: int, seed_value: int, registry=None, kinds: tuple[str, ...] = KINDS,  # noqa: ANN001
+           branches: bool = True, progress=None) -> Survey:  # noqa: ANN001
+    """``examples`` distinct generated programs (hypothesis, seeded), each checked once and after one rewrite of
+    every kind (choices seeded by the program's text and the kind)."""
+    import time
+
+    from hypothesis import HealthCheck, given, seed, settings
+
+    out = Survey()
+    seen: set[str] = set()
+    t0 = time.perf_counter()
+    for k in range(5):
+        if len(out.programs) >= examples:
+            break
+
+        @seed(seed_value + k)
+        @settings(max_examples=int((examples - len(out.programs)) * 1.3) + 1, database=None, deadline=None,
+                  derandomize=False, print_blob=False, suppress_health_check=list(HealthCheck))
+        @given(programs(branches=branches))
+        def run(program: Program) -> None:
+            if program.source in seen or len(out.programs) >= examples:
+                return
+            seen.add(program.source)
+            out.programs.append(program)
+            before = original_findings(program, registry)
+            for kind in kinds:
+                rw = rewrite(program, kind, RandomChoices(f"{kind}:{program.source}"))
+                out.results[kind].append(compare(program, rw, registry, before))
+            if progress is not None:
+                progress(out)
+
+        run()
+    out.seconds = time.perf_counter() - t0
+    return out
+
+
+class MetamorphicFailure(AssertionError):
+    def __init__(self, comparison: Comparison) -> None:
+        self.comparison = comparison
+        super().__init__(f"the `{comparison.rewritten.kind}` rewrite changes spmdcheck's diagnostics\n"
+                         f"{comparison.report()}")
+
+
+def shrink(kind: str, seed_value: int, registry=None, budget_seconds: float = 10.0,  # noqa: ANN001
+           examples: int = 300, branches: bool = True) -> Comparison | None:
+    """The first program whose ``kind`` rewrite changes the diagnostics, shrunk by hypothesis (program and rewrite
+    choices together) for at most ``budget_seconds``; None if the search finds none. Past the budget, only cases
+    already judged are judged again (the same way), so hypothesis ends its shrinking with a stable example."""
+    import time
+
+    from hypothesis import HealthCheck, given, seed, settings
+
+    judged: dict[tuple, Comparison] = {}
+    best: list[Comparison] = []
+    t0 = time.perf_counter()
+
+    @seed(seed_value)
+    @settings(max_examples=examples, database=None, deadline=None, derandomize=False, print_blob=False,
+              report_multiple_bugs=False, suppress_health_check=list(HealthCheck))
+    @given(cases(kind, branches))
+    def run(case: Case) -> None:
+        key = (case.program.source, tuple(sorted(case.rewritten.files.items())))
+        cmp = judged.get(key)
+        if cmp is None:
+            if best and time.perf_counter() - t0 > budget_seconds:
+                return
+            cmp = judged[key] = compare(case.program, case.rewritten, registry)
+        if not cmp.same:
+            if not best or _size(cmp) < _size(best[-1]):
+                best.append(cmp)
+            raise MetamorphicFailure(cmp)
+
+    try:
+        run()
+    except MetamorphicFailure as exc:
+        return exc.comparison
+    except Exception:  # noqa: BLE001 - e.g. hypothesis' Flaky: report the smallest failure seen
+        pass
+    return best[-1] if best else None
+
+
+def _size(c: Comparison) -> tuple[int, int]:
+    return (c.program.statements, sum(len(t) for t in c.rewritten.files.values()))
