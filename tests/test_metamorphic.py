@@ -159,8 +159,8 @@ class Scripted:
 def test_module_rewrite_of_a_known_program(registry):
     """The relu of a pending sum at line 26 moved into a module's forward: the finding follows it and maps back."""
     prog = small_program()
-    rw = rewrite(prog, "module", Scripted(2, 2, "before step", "from torch import nn", "assert_type", "positional",
-                                          "at the run"))
+    rw = rewrite(prog, "module", Scripted(2, 2, "before step", "from torch import nn", "forward", "assert_type",
+                                          "positional", "at the run"))
     text = rw.files[ORIGINAL]
     assert "class Block(nn.Module):" in text and "self.w3 = w3" in text and "F.linear(h5, self.w3)" in text
     assert "spmd.assert_type(self.w3, {\"tp\": S(1)})" in text

@@ -266,36 +266,60 @@ def helper_def(b: Builder, lay: Layout, run: Run, name: str, c: Choices) -> None
         b.add("    " + ret, first)
 
 
-def module_def(b: Builder, lay: Layout, run: Run, name: str, c: Choices) -> list[str]:
-    """An nn.Module whose forward is the run; returns the weights its constructor takes."""
-    first = lay.statements[run.start].first
-    weights = [n for n in run.inputs if n in lay.weights]
-    args = [n for n in run.inputs if n not in lay.weights]
-    typing = c.pick(["assert_type", "annotated assignment", "annotated parameter", "class annotation"])
-    b.add(f"class {name}(nn.Module):", first)
+def _typed_init(b: Builder, lay: Layout, weights: list[str], typing: str, first: int) -> None:
+    """``__init__`` setting the weights as attributes, typed as step's signature types them."""
+    if typing == "annotated parameter":
+        b.add("    def __init__(", first)
+        b.add("        self,", first)
+        for w in weights:
+            b.add(f"        {w}: {lay.annotation[w]},", lay.param_line[w])
+        b.add("    ) -> None:", first)
+    else:
+        b.add(f"    def __init__(self, {', '.join(weights)}) -> None:", first)
+    b.add("        super().__init__()", first)
+    for w in weights:
+        if typing == "annotated assignment":
+            b.add(f"        self.{w}: {lay.annotation[w]} = {w}", lay.param_line[w])
+        else:
+            b.add(f"        self.{w} = {w}", first)
+        if typing == "assert_type":
+            b.add(f"        spmd.assert_type(self.{w}, {lay.type_dict[w]})", lay.param_line[w])
+
+
+def _class_head(b: Builder, lay: Layout, cls: str, base: str, weights: list[str], typing: str, first: int) -> None:
+    b.add(f"class {cls}({base}):", first)
     if weights and typing == "class annotation":
         for w in weights:
             b.add(f"    {w}: {lay.annotation[w]}", lay.param_line[w])
         b.add("", None)
-    if weights:
-        if typing == "annotated parameter":
-            b.add("    def __init__(", first)
-            b.add("        self,", first)
-            for w in weights:
-                b.add(f"        {w}: {lay.annotation[w]},", lay.param_line[w])
-            b.add("    ) -> None:", first)
+
+
+def module_def(b: Builder, lay: Layout, run: Run, name: str, c: Choices) -> tuple[list[str], str]:
+    """An nn.Module running the run: in its ``forward``, in another method (``compute``), in the forward of an
+    inner module it holds as ``self.inner``, or in the forward of a subclass of the module whose ``__init__`` sets
+    the weights. Returns the weights its constructor takes and the method to call ("" for the call itself)."""
+    first = lay.statements[run.start].first
+    weights = [n for n in run.inputs if n in lay.weights]
+    args = [n for n in run.inputs if n not in lay.weights]
+    structure = c.pick(["forward", "method", "nested", "inherited"])
+    typing = c.pick(["assert_type", "annotated assignment", "annotated parameter", "class annotation"])
+    runner = f"{name}Inner" if structure == "nested" else name
+    if structure == "inherited":
+        _class_head(b, lay, f"{name}Base", "nn.Module", weights, typing, first)
+        if weights:
+            _typed_init(b, lay, weights, typing, first)
         else:
-            b.add(f"    def __init__(self, {', '.join(weights)}) -> None:", first)
-        b.add("        super().__init__()", first)
-        for w in weights:
-            if typing == "annotated assignment":
-                b.add(f"        self.{w}: {lay.annotation[w]} = {w}", lay.param_line[w])
-            else:
-                b.add(f"        self.{w} = {w}", first)
-            if typing == "assert_type":
-                b.add(f"        spmd.assert_type(self.{w}, {lay.type_dict[w]})", lay.param_line[w])
+            b.add("    pass", first)
         b.add("", None)
-    b.add(f"    def forward(self{''.join(', ' + a for a in args)}):", first)
+        b.add("", None)
+        b.add(f"class {name}({name}Base):", first)
+    else:
+        _class_head(b, lay, runner, "nn.Module", weights, typing, first)
+        if weights:
+            _typed_init(b, lay, weights, typing, first)
+            b.add("", None)
+    method = "compute" if structure == "method" else "forward"
+    b.add(f"    def {method}(self{''.join(', ' + a for a in args)}):", first)
 
     def to_method(text: str) -> str:
         for w in weights:
@@ -307,20 +331,33 @@ def module_def(b: Builder, lay: Layout, run: Run, name: str, c: Choices) -> list
     ret = _returns(run.outputs, c)
     if ret:
         b.add("        " + ret, first)
-    return weights
+    if structure == "nested":
+        b.add("", None)
+        b.add("", None)
+        b.add(f"class {name}(nn.Module):", first)
+        b.add(f"    def __init__(self{''.join(', ' + w for w in weights)}) -> None:", first)
+        b.add("        super().__init__()", first)
+        b.add(f"        self.inner = {runner}({', '.join(weights)})", first)
+        b.add("", None)
+        b.add(f"    def forward(self{''.join(', ' + a for a in args)}):", first)
+        b.add(f"        {'return ' if run.outputs else ''}self.inner({', '.join(args)})", first)
+    return weights, ("compute" if structure == "method" else "")
 
 
-def module_call(lay: Layout, run: Run, cls: str, weights: list[str], c: Choices) -> tuple[list[str], list[str]]:
+def module_call(lay: Layout, run: Run, cls: str, made: tuple[list[str], str],
+                c: Choices) -> tuple[list[str], list[str]]:
     """(lines to put at the top of step, lines at the run), all standing for the run's first statement."""
+    weights, method = made
     args = [n for n in run.inputs if n not in lay.weights]
     make = f"{cls}({_call_args(run, c, weights)})"
     lhs = f"{_targets(run.outputs, c)} = " if run.outputs else ""
+    call = f".{method}" if method else ""
     where = c.pick(["at the run", "one expression", "hoisted"])
     if where == "one expression":
-        return [], [f"    {lhs}{make}({', '.join(args)})"]
+        return [], [f"    {lhs}{make}{call}({', '.join(args)})"]
     build = [f"    block = {make}"]
-    call = [f"    {lhs}block({', '.join(args)})"]
-    return (build, call) if where == "hoisted" else ([], build + call)
+    use = [f"    {lhs}block{call}({', '.join(args)})"]
+    return (build, use) if where == "hoisted" else ([], build + use)
 
 
 def step_with_call(b: Builder, lay: Layout, run: Run, call: list[str], top: list[str] | None = None) -> None:
@@ -382,8 +419,9 @@ def rewrite_module(lay: Layout, c: Choices) -> Rewritten:
     where = c.pick(["before step", "after step"])
     nn_import = c.pick(["from torch import nn", "import torch.nn as nn"])
     cls = Builder()
-    weights = module_def(cls, lay, run, "Block", c)
-    top, call = module_call(lay, run, "Block", weights, c)
+    made = module_def(cls, lay, run, "Block", c)
+    top, call = module_call(lay, run, "Block", made, c)
+    weights = made[0]
     b = Builder()
     _with_import(b, lay, nn_import)
     if where == "before step":
@@ -396,7 +434,7 @@ def rewrite_module(lay: Layout, c: Choices) -> Rewritten:
         b.add("", None)
         b.rows += cls.rows
     return Rewritten("module", {ORIGINAL: b.text()}, b.line_map(ORIGINAL),
-                     f"{_describe(lay, run)} moved into `Block.forward` {where}, weights "
+                     f"{_describe(lay, run)} moved into `Block.{made[1] or 'forward'}` {where}, weights "
                      f"{', '.join(weights) or '(none)'} set in __init__", b.copies(ORIGINAL))
 
 
@@ -424,8 +462,8 @@ def rewrite_package(lay: Layout, c: Choices) -> Rewritten:
     helpers.add("", None)
     helpers.add("", None)
     if as_module:
-        weights = module_def(helpers, lay, run, name, c)
-        top, call = module_call(lay, run, callee, weights, c)
+        made = module_def(helpers, lay, run, name, c)
+        top, call = module_call(lay, run, callee, made, c)
     else:
         helper_def(helpers, lay, run, name, c)
         call = function_call(run, callee, c)
@@ -530,9 +568,8 @@ def mapped_findings(rw: Rewritten, program: Program, registry=None) -> tuple[Cou
     by_path = diagnose(rw.files, root_of(program) + "-" + rw.kind, program.mesh, registry)
     found: Counter = Counter()
     for path, diags in by_path.items():
-        for d in {(d.code, d.line) for d in diags}:
-            code, line = d
-            found[(code, rw.line_map.get((path, line), f"{path}:{line} (new)"))] += 1
+        for d in diags:
+            found[(d.code, rw.line_map.get((path, d.line), f"{path}:{d.line} (new)"))] += 1
     return found, by_path
 
 
