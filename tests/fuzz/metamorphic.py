@@ -657,6 +657,9 @@ class Survey:
     results: dict[str, list[Comparison]] = field(default_factory=lambda: {k: [] for k in KINDS})
     seconds: float = 0.0
 
+    def __repr__(self) -> str:  # pytest shows the fixture's value beside a failure: the numbers, not the programs
+        return f"Survey({len(self.programs)} programs, {sum(len(v) for v in self.results.values())} rewrites)"
+
     def failures(self, kind: str) -> list[Comparison]:
         return [c for c in self.results[kind] if not c.same]
 
