@@ -109,6 +109,11 @@ def dispatch(interp: Interpreter, func: Value, args: list[Arg], node: cst.Call) 
         owner, receiver = interp.frame.owner, _receiver_of(interp)
         if owner is not None and receiver is not None:
             return SuperValue(owner, receiver)
+    if isinstance(func, BuiltinValue) and func.name in ("tuple", "list") and len(args) == 1 and args[0][0] is None:
+        items = args[0][1]
+        if isinstance(items, Seq):
+            return Seq(items.items, is_list=func.name == "list")
+        return items if isinstance(items, Homogeneous) else UNKNOWN
     if isinstance(func, BuiltinValue) and func.name in RANK_PRESERVING_BUILTINS:
         ranks = [v for _, v, _ in args if isinstance(v, RankValue)]
         if ranks:
