@@ -695,10 +695,21 @@ def call_function(
 
                 interp.summaries[key] = Summary(
                     result,
-                    interp.collectives[start:],
+                    _distinct_sites(interp.collectives[start:]),
                     dict(frame.param_effects),
                     [(i, dict(obj.attrs)) for i, obj in instances],
                 )
+
+
+def _distinct_sites(collectives: list) -> list:
+    """The collectives a call issued, each site once: enough to compare branches, and bounded."""
+    seen: set[int] = set()
+    out = []
+    for entry in collectives:
+        if id(entry[2]) not in seen:
+            seen.add(id(entry[2]))
+            out.append(entry)
+    return out
 
 
 def _instances_of(args: list[Arg], receiver: Value | None) -> list[tuple[int, InstanceValue]]:
@@ -731,8 +742,11 @@ def _summary_key(interp: Interpreter, func: FunctionValue, args: list[Arg], rece
 def _replay(
     interp: Interpreter, summary, fn: cst.FunctionDef, args: list[Arg], node: cst.CSTNode, receiver: Value | None
 ) -> Value:  # noqa: ANN001
-    for api, axis, call in summary.collectives:
-        interp.note_collective(api, axis, call)
+    if interp.divergent or interp.rank_branches:
+        for api, axis, call in summary.collectives:
+            interp.note_collective(api, axis, call)  # checked against the rank-dependent conditions
+    else:
+        interp.collectives.extend(summary.collectives)
     objects = dict(_instances_of(args, receiver))
     for i, attrs in summary.instance_states:
         if i in objects:
