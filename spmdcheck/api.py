@@ -8,10 +8,14 @@ import os
 import pathlib
 import pickle
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
+
+import libcst as cst
 
 from spmdcheck.analysis.context import Options
 from spmdcheck.analysis.driver import analyze_module
+from spmdcheck.analysis.values import Value
 from spmdcheck.diagnostics.render import Diagnostic, make, render
 from spmdcheck.frontend.inline_config import read_inline_config
 from spmdcheck.frontend.source import ParseFailure, is_relevant, mesh_names_in, parse, syntax_error
@@ -101,8 +105,13 @@ def _selected(code: str, settings: Settings) -> bool:
 
 
 def check_source(
-    text: str, path: str = "<string>", settings: Settings | None = None, registry: Registry | None = None
+    text: str,
+    path: str = "<string>",
+    settings: Settings | None = None,
+    registry: Registry | None = None,
+    on_bind: Callable[[str, Value, cst.CSTNode, cst.Module], None] | None = None,
 ) -> list[Diagnostic]:
+    """The diagnostics of one source text; `on_bind` observes every name binding (--show-types, hovers)."""
     settings = settings or Settings()
     registry = registry if registry is not None else load_registry(settings.stub_path)
     parsed = parse(text)
@@ -118,7 +127,7 @@ def check_source(
         mesh=inline.mesh if inline.mesh is not None else settings.mesh,
         strict=inline.strict if inline.strict is not None else settings.strict,
     )
-    ctx = analyze_module(parsed, registry, options, mesh_names_in(text))
+    ctx = analyze_module(parsed, registry, options, mesh_names_in(text), on_bind)
     diags = render(path, parsed, ctx.findings, ctx.sites, text.splitlines())
     diags += [make(path, "SPMD005", message, line) for line, message in inline.errors]
     diags = [d for d in diags if _selected(d.code, settings)]

@@ -1,4 +1,4 @@
-"""Command line: `spmdcheck check [PATHS]`, `spmdcheck explain CODE`, `spmdcheck rules`.
+"""Command line: `spmdcheck check [PATHS]`, `explain CODE`, `rule CODE|--all`, `rules`, `server`.
 
 Exit status: 0 nothing found, 1 diagnostics found, 2 usage or configuration error.
 """
@@ -42,6 +42,18 @@ def _parser() -> argparse.ArgumentParser:
     )
     check.add_argument("--color", choices=("auto", "always", "never"), default="auto")
     check.add_argument("--stdin-filename", default=None, help="with the path `-`: the name to report for stdin")
+    # -- editor/inspection surface (issue 8 items 5-6) --
+    check.add_argument(
+        "--show-types",
+        action="store_true",
+        help="print every assignment's inferred SPMD type and gradient type instead of the diagnostics",
+    )
+    rule = sub.add_parser("rule", help="explain a rule by code or name (alias of explain), or list them with --all")
+    rule.add_argument("code", nargs="?", default=None)
+    rule.add_argument("--all", action="store_true", help="every rule")
+    rule.add_argument("--output-format", choices=("text", "json", "markdown"), default="text")
+    server = sub.add_parser("server", help="run the language server (stdio; needs the `lsp` extra)")
+    server.add_argument("--stdio", action="store_true", help="talk over stdin/stdout (the default and only transport)")
     explain = sub.add_parser("explain", help="print the documentation of a diagnostic code")
     explain.add_argument("code")
     rules = sub.add_parser("rules", help="list every diagnostic code")
@@ -59,6 +71,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _explain(args.code)
     if args.command == "rules":
         return _rules(args.output_format)
+    if args.command == "rule":
+        return _rule(args)
+    if args.command == "server":
+        return _server()
     if args.command != "check":
         ap.print_help(sys.stderr)
         return EXIT_USAGE
@@ -99,6 +115,54 @@ def _rules(fmt: str) -> int:
     for c in CODES.values():
         flag = " (strict)" if c.strict_only else ""
         print(f"{c.code}  {c.name:<34} {c.severity:<8} {c.summary}{flag}")
+    return EXIT_CLEAN
+
+
+def _rule(args: argparse.Namespace) -> int:
+    from spmdcheck.diagnostics.catalog import render_rules
+
+    if args.all == (args.code is not None):
+        print("spmdcheck: give a rule code or name, or --all", file=sys.stderr)
+        return EXIT_USAGE
+    if args.code is not None and args.output_format == "text":
+        return _explain(args.code)
+    text = render_rules(None if args.all else args.code, args.output_format)
+    if text is None:
+        print(f"spmdcheck: unknown code {args.code!r} (see `spmdcheck rule --all`)", file=sys.stderr)
+        return EXIT_USAGE
+    sys.stdout.write(text)
+    return EXIT_CLEAN
+
+
+def _server() -> int:
+    try:
+        from spmdcheck.server import serve
+    except ImportError as exc:
+        print(
+            f"spmdcheck: the language server needs pygls and lsprotocol ({exc.name} is missing): "
+            "pip install 'spmdcheck[lsp]'",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    serve()
+    return EXIT_CLEAN
+
+
+def _show_types(files: list[str], settings, registry, stdin_text: str | None, fmt: str, color_opt: str) -> int:  # noqa: ANN001
+    from spmdcheck.report.types_report import write_types_json, write_types_text
+    from spmdcheck.typeinfo import infer_file, infer_source
+
+    if stdin_text is not None:
+        typed = [infer_source(stdin_text, files[0], settings, registry)]
+    else:
+        typed = [infer_file(f, settings, registry) for f in files]
+    if fmt == "json":
+        write_types_json(typed, sys.stdout)
+    else:
+        color = {"always": True, "never": False}.get(color_opt)
+        if color is None and (os.environ.get("NO_COLOR") or not sys.stdout.isatty()):
+            color = False
+        write_types_text(typed, sys.stdout, color)
     return EXIT_CLEAN
 
 
@@ -153,6 +217,9 @@ def _check(args: argparse.Namespace) -> int:
         print(f"spmdcheck: {m}: no such file or directory", file=sys.stderr)
         status = EXIT_USAGE
     registry = load_registry(settings.stub_path)
+    if args.show_types:
+        _show_types(files, settings, registry, stdin_text, args.output_format, args.color)
+        return status
     diags = [make(e.split(":", 1)[0], "SPMD005", f"stub error: {e}") for e in registry.errors]
     if stdin_text is not None:
         from spmdcheck.api import FileResult, check_source
@@ -178,7 +245,7 @@ def _check(args: argparse.Namespace) -> int:
         write_text(diags, len(files), sys.stdout, color)
     if status == EXIT_USAGE or any(d.code == "SPMD000" for d in diags):
         return EXIT_USAGE
-    if diags and not args.exit_zero:
+    if any(d.severity != "note" for d in diags) and not args.exit_zero:  # notes (reveal) never fail a run
         return EXIT_FINDINGS
     return EXIT_CLEAN
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import libcst as cst
 
 from spmdcheck.analysis.findings import Finding
-from spmdcheck.analysis.values import Branch
+from spmdcheck.analysis.values import Branch, Value
 from spmdcheck.rules.stubs import Registry
 
 
@@ -31,6 +32,13 @@ class FileContext:
     branch_stack: list[tuple[Branch, ...]] = field(default_factory=list)
     spmd_alias: str = "spmd_types"  # how the file spells the spmd_types module
     megatron_names: dict[str, str] = field(default_factory=dict)  # qualname -> local spelling
+    # An observer of name bindings (--show-types, editor hovers): called with the name, its new value,
+    # the node that binds it and the module. Never changes the analysis.
+    on_bind: Callable[[str, Value, cst.CSTNode, cst.Module], None] | None = None
+
+    def bound(self, name: str, value: Value, node: cst.CSTNode) -> None:
+        if self.on_bind is not None:
+            self.on_bind(name, value, node, self.module)
 
     def site(self, node: cst.CSTNode) -> int:
         key = id(node)

@@ -118,6 +118,7 @@ class Interpreter:
                 self.grad_enabled = decor.grad_enabled
             for param, value in calls.parameter_values(self, fn, decor, None):
                 self.frame.env[param] = value
+                self.ctx.bound(param, value, _param_name(fn, param))
             self.exec_block(_body(fn))
             calls.check_returns(self, fn, decor, self.frame.returns)
         finally:
@@ -348,6 +349,7 @@ class Interpreter:
     def assign(self, target: cst.BaseExpression, value: Value, value_node: cst.CSTNode | None) -> None:
         if isinstance(target, cst.Name):
             self.frame.env[target.value] = value
+            self.ctx.bound(target.value, value, target)
         elif isinstance(target, (cst.Tuple, cst.List)):
             items = _unpack(value, len(target.elements))
             for element, item in zip(target.elements, items):
@@ -362,6 +364,7 @@ class Interpreter:
             key = _attr_path(target)
             if key is not None:
                 self.frame.env[key] = value
+                self.ctx.bound(key, value, target)
             self.eval(target.value)
 
     def rebind(self, node: cst.CSTNode | None, value: Value) -> None:
@@ -597,6 +600,13 @@ def _body(node: cst.CSTNode) -> Sequence[cst.CSTNode]:
     if isinstance(body, (list, tuple)):
         return body
     return ()
+
+
+def _param_name(fn: cst.FunctionDef, name: str) -> cst.CSTNode:
+    params = fn.params
+    every = [*params.posonly_params, *params.params, *params.kwonly_params]
+    every += [p for p in (params.star_arg, params.star_kwarg) if isinstance(p, cst.Param)]
+    return next((p.name for p in every if p.name.value == name), fn.name)
 
 
 def _walk_statements(node: cst.CSTNode) -> Iterator[cst.CSTNode]:

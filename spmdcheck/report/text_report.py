@@ -23,7 +23,7 @@ def write_text(diags: list[Diagnostic], files: int, out: TextIO, color: bool | N
     console = Console(file=out, force_terminal=color, no_color=color is False, highlight=False, soft_wrap=True)
     sources: dict[str, list[str]] = {}
     for d in diags:
-        style = "bold red" if d.severity == "error" else "bold yellow"
+        style = {"error": "bold red", "warning": "bold yellow"}.get(d.severity, "bold cyan")
         console.print(
             f"[bold]{escape(_relative(d.path))}:{d.line}:{d.column}:[/bold] [{style}]{d.code}[/{style}] "
             f"[dim]\\[{d.name}][/dim] {escape(d.message)}"
@@ -50,11 +50,11 @@ def write_text(diags: list[Diagnostic], files: int, out: TextIO, color: bool | N
             console.print(f"        [green]{escape(s.replacement)}[/green]")
         console.print()
     errors = sum(1 for d in diags if d.severity == "error")
-    warnings = len(diags) - errors
-    if diags:
+    warnings = sum(1 for d in diags if d.severity == "warning")
+    if errors or warnings:
         console.print(
             f"Found {errors} error{'s' * (errors != 1)} and {warnings} warning{'s' * (warnings != 1)} "
-            f"in {len({d.path for d in diags})} file(s) (checked {files} file(s))."
+            f"in {len({d.path for d in diags if d.severity != 'note'})} file(s) (checked {files} file(s))."
         )
     else:
         console.print(f"All checks passed ({files} file(s) checked).")
