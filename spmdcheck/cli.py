@@ -135,8 +135,10 @@ def _rule(args: argparse.Namespace) -> int:
 
 
 def _server() -> int:
+    from spmdcheck.server import build
+
     try:
-        from spmdcheck.server import serve
+        server = build()
     except ImportError as exc:
         print(
             f"spmdcheck: the language server needs pygls and lsprotocol ({exc.name} is missing): "
@@ -144,7 +146,7 @@ def _server() -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
-    serve()
+    server.start_io()
     return EXIT_CLEAN
 
 

@@ -7,8 +7,13 @@ lazily: the checker's command line never needs them.
 from __future__ import annotations
 
 
-def serve() -> None:
-    """Run the language server on stdin/stdout until the client says exit."""
+def build():  # noqa: ANN201 - the return type lives in the lazily imported module
+    """The language server, ready to start (raises ImportError without the `lsp` extra)."""
     from spmdcheck.server.lsp import build_server
 
-    build_server().start_io()
+    return build_server()
+
+
+def serve() -> None:
+    """Run the language server on stdin/stdout until the client says exit."""
+    build().start_io()
