@@ -282,34 +282,37 @@ def _fix(results, settings, registry, unsafe: bool, jobs: int):  # noqa: ANN001,
 
 
 def _run(files: list[str], settings, registry, jobs: int):  # noqa: ANN001, ANN202
-    from spmdcheck.api import check_file
+    """Whole-program analysis: each connected part of the import graph is one program, run in a pool."""
+    from spmdcheck.api import check_program, plan_programs
 
+    done, programs = plan_programs(files, settings)
     jobs = jobs or (os.cpu_count() or 1)
+    jobs = max(1, min(jobs, len(programs)))
     if jobs <= 1 or len(files) < 8:
-        return [check_file(f, settings, registry) for f in files]
-    import multiprocessing as mp
+        for program in programs:
+            done += check_program(program, settings, registry)
+    else:
+        import multiprocessing as mp
 
-    try:
-        ctx = mp.get_context("fork")
-    except ValueError:
-        return [check_file(f, settings, registry) for f in files]
-    global _WORKER
-    _WORKER = (settings, registry)
-    # Big files first, so one large file does not end the run alone on one core.
-    order = sorted(files, key=lambda f: -_size(f))
-    with ctx.Pool(min(jobs, len(files))) as pool:
-        results = pool.map(_work, order, chunksize=1)
-    return results
+        global _WORKER
+        _WORKER = (settings, registry)
+        # Big programs first, so one large program does not end the run alone on one core.
+        programs.sort(key=lambda p: -sum(len(f.text) for f in p))
+        with mp.get_context("fork").Pool(jobs) as pool:
+            for results in pool.imap_unordered(_work, programs, chunksize=1):
+                done += results
+    order = {p: i for i, p in enumerate(files)}
+    return sorted(done, key=lambda r: order.get(r.path, len(order)))
 
 
 _WORKER = None
 
 
-def _work(path: str):  # noqa: ANN202
+def _work(program):  # noqa: ANN001, ANN202
     settings, registry = _WORKER  # type: ignore[misc]
-    from spmdcheck.api import check_file
+    from spmdcheck.api import check_program
 
-    return check_file(path, settings, registry)
+    return check_program(program, settings, registry)
 
 
 def _size(path: str) -> int:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
+from spmdcheck.analysis.context import FileContext
 from spmdcheck.analysis.reveal import TypeView, merge_views, view_of
 from spmdcheck.analysis.values import Value
 from spmdcheck.api import Settings, check_source
@@ -54,18 +55,21 @@ class TypedFile:
 
 
 class _Collector:
-    """The on_bind observer: every (node, value) the analysis binds, views made afterwards."""
+    """The on_bind observer: every (node, value) the analysis binds in the file of interest."""
 
-    def __init__(self) -> None:
+    def __init__(self, path: str) -> None:
+        self.path = path
         self.module: cst.Module | None = None
         self.seen: dict[int, tuple[cst.CSTNode, str, list[Value]]] = {}
 
-    def __call__(self, name: str, value: Value, node: cst.CSTNode, module: cst.Module) -> None:
-        self.module = module
+    def __call__(self, name: str, value: Value, node: cst.CSTNode, ctx: FileContext) -> None:
+        if ctx.path != self.path:
+            return  # a binding in another file of the program
+        self.module = ctx.module
         entry = self.seen.setdefault(id(node), (node, name, []))
         entry[2].append(value)
 
-    def bindings(self, path: str, mesh: tuple[str, ...]) -> list[Binding]:
+    def bindings(self, mesh: tuple[str, ...]) -> list[Binding]:
         if self.module is None:
             return []
         positions = MetadataWrapper(self.module, unsafe_skip_copy=True).resolve(PositionProvider)
@@ -77,7 +81,7 @@ class _Collector:
                 continue
             out.append(
                 Binding(
-                    path,
+                    self.path,
                     pos.start.line,
                     pos.start.column + 1,
                     pos.end.line,
@@ -94,11 +98,11 @@ def infer_source(
 ) -> TypedFile:
     """Diagnostics and bindings of one source text (always analysed: no relevance pre-filter)."""
     settings = settings or Settings()
-    collector = _Collector()
+    collector = _Collector(path)
     diagnostics = check_source(text, path, settings, registry, on_bind=collector)
     inline = read_inline_config(text)
     mesh = inline.mesh if inline.mesh is not None else settings.mesh
-    return TypedFile(path, diagnostics, collector.bindings(path, tuple(mesh)))
+    return TypedFile(path, diagnostics, collector.bindings(tuple(mesh)))
 
 
 def infer_file(path: str, settings: Settings, registry: Registry | None = None) -> TypedFile:

@@ -2,25 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import libcst as cst
 
 from spmdcheck.analysis.context import FileContext, Options
 from spmdcheck.analysis.findings import Finding
 from spmdcheck.analysis.interpreter import Interpreter
-from spmdcheck.analysis.values import Value
 from spmdcheck.rules.stubs import Registry
 
 
 def analyze_module(
-    module: cst.Module,
-    registry: Registry,
-    options: Options,
-    extra_axes: set[str] | frozenset[str] = frozenset(),
-    on_bind: Callable[[str, Value, cst.CSTNode, cst.Module], None] | None = None,
+    module: cst.Module, registry: Registry, options: Options, extra_axes: set[str] | frozenset[str] = frozenset()
 ) -> FileContext:
-    ctx = FileContext(registry=registry, options=options, module=module, on_bind=on_bind)
+    ctx = FileContext(registry=registry, options=options, module=module)
     ctx.known_axes.update(options.mesh)
     ctx.known_axes.update(extra_axes)
     Interpreter(ctx).run_module(module)

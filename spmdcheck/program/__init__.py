@@ -1,0 +1,1 @@
+"""Whole-program structure: the module graph of the checked files."""
