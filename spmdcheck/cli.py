@@ -152,12 +152,12 @@ def _server() -> int:
 
 def _show_types(files: list[str], settings, registry, stdin_text: str | None, fmt: str, color_opt: str) -> int:  # noqa: ANN001
     from spmdcheck.report.types_report import write_types_json, write_types_text
-    from spmdcheck.typeinfo import infer_file, infer_source
+    from spmdcheck.typeinfo import infer_files, infer_source
 
     if stdin_text is not None:
         typed = [infer_source(stdin_text, files[0], settings, registry)]
     else:
-        typed = [infer_file(f, settings, registry) for f in files]
+        typed = infer_files(files, settings, registry)
     if fmt == "json":
         write_types_json(typed, sys.stdout)
     else:

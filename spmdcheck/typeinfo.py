@@ -15,7 +15,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 from spmdcheck.analysis.context import FileContext
 from spmdcheck.analysis.reveal import TypeView, merge_views, view_of
 from spmdcheck.analysis.values import Value
-from spmdcheck.api import Settings, check_source
+from spmdcheck.api import Settings, check_source, check_sources
 from spmdcheck.diagnostics.render import Diagnostic, make
 from spmdcheck.frontend.inline_config import read_inline_config
 from spmdcheck.rules.stubs import Registry
@@ -55,33 +55,31 @@ class TypedFile:
 
 
 class _Collector:
-    """The on_bind observer: every (node, value) the analysis binds in the file of interest."""
+    """The on_bind observer: every (node, value) the analysis binds, per file; views made afterwards."""
 
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.module: cst.Module | None = None
-        self.seen: dict[int, tuple[cst.CSTNode, str, list[Value]]] = {}
+    def __init__(self) -> None:
+        self.modules: dict[str, cst.Module] = {}
+        self.seen: dict[str, dict[int, tuple[cst.CSTNode, str, list[Value]]]] = {}
 
     def __call__(self, name: str, value: Value, node: cst.CSTNode, ctx: FileContext) -> None:
-        if ctx.path != self.path:
-            return  # a binding in another file of the program
-        self.module = ctx.module
-        entry = self.seen.setdefault(id(node), (node, name, []))
+        self.modules[ctx.path] = ctx.module
+        entry = self.seen.setdefault(ctx.path, {}).setdefault(id(node), (node, name, []))
         entry[2].append(value)
 
-    def bindings(self, mesh: tuple[str, ...]) -> list[Binding]:
-        if self.module is None:
+    def bindings(self, path: str, mesh: tuple[str, ...]) -> list[Binding]:
+        module = self.modules.get(path)
+        if module is None:
             return []
-        positions = MetadataWrapper(self.module, unsafe_skip_copy=True).resolve(PositionProvider)
+        positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
         out: list[Binding] = []
-        for node, name, values in self.seen.values():
+        for node, name, values in self.seen[path].values():
             pos = positions.get(node)
             views = [v for v in (view_of(value, mesh) for value in values) if v is not None]
             if pos is None or not views:
                 continue
             out.append(
                 Binding(
-                    self.path,
+                    path,
                     pos.start.line,
                     pos.start.column + 1,
                     pos.end.line,
@@ -93,21 +91,34 @@ class _Collector:
         return sorted(out, key=lambda b: (b.line, b.column, b.name))
 
 
+def _mesh_of(text: str, settings: Settings) -> tuple[str, ...]:
+    inline = read_inline_config(text)
+    return tuple(inline.mesh if inline.mesh is not None else settings.mesh)
+
+
 def infer_source(
     text: str, path: str = "<string>", settings: Settings | None = None, registry: Registry | None = None
 ) -> TypedFile:
-    """Diagnostics and bindings of one source text (always analysed: no relevance pre-filter)."""
+    """Diagnostics and bindings of one source text on its own (always analysed: no relevance pre-filter)."""
     settings = settings or Settings()
-    collector = _Collector(path)
+    collector = _Collector()
     diagnostics = check_source(text, path, settings, registry, on_bind=collector)
-    inline = read_inline_config(text)
-    mesh = inline.mesh if inline.mesh is not None else settings.mesh
-    return TypedFile(path, diagnostics, collector.bindings(tuple(mesh)))
+    return TypedFile(path, diagnostics, collector.bindings(path, _mesh_of(text, settings)))
 
 
-def infer_file(path: str, settings: Settings, registry: Registry | None = None) -> TypedFile:
-    try:
-        text = pathlib.Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        return TypedFile(path, [make(path, "SPMD005", f"cannot read file: {exc}")])
-    return infer_source(text, path, settings, registry)
+def infer_files(paths: list[str], settings: Settings, registry: Registry | None = None) -> list[TypedFile]:
+    """Files analysed as one program (calls and imports between them are followed), in the given order."""
+    texts: dict[str, str] = {}
+    unreadable: dict[str, TypedFile] = {}
+    for path in paths:
+        try:
+            texts[path] = pathlib.Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            unreadable[path] = TypedFile(path, [make(path, "SPMD005", f"cannot read file: {exc}")])
+    collector = _Collector()
+    diagnostics = check_sources(texts, settings, registry, on_bind=collector) if texts else {}
+    return [
+        unreadable.get(path)
+        or TypedFile(path, diagnostics.get(path, []), collector.bindings(path, _mesh_of(texts[path], settings)))
+        for path in paths
+    ]

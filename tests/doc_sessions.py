@@ -90,7 +90,9 @@ def update_document(doc: pathlib.Path, workdir: pathlib.Path) -> None:
         info, body = m.group(1).strip(), m.group(2)
         file_match = FILE.match(info)
         if file_match:
-            (workdir / file_match.group(1)).write_text(body, encoding="utf-8")
+            target = workdir / file_match.group(1)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(body, encoding="utf-8")
             continue
         if info != "console":
             continue
