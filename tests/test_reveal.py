@@ -169,3 +169,22 @@ def test_rule_all_json(tmp_path):
     assert one["explanation"].startswith("# SPMD901 reveal-type")
     single = json.loads(run(["rule", "reveal-type", "--output-format", "json"], tmp_path).stdout)
     assert single == one
+
+
+def test_the_bind_observer_only_watches(registry):
+    """Diagnostics are the same with and without the --show-types observer, on the shipped fixtures."""
+    from conftest import FIXTURES
+
+    from spmdcheck.api import Settings, check_source
+    from spmdcheck.typeinfo import infer_source
+
+    files = sorted(FIXTURES.rglob("*.py"))[::5]
+    assert len(files) >= 20
+    bindings = 0
+    for path in files:
+        text = path.read_text()
+        plain = check_source(text, str(path), Settings(), registry)
+        typed = infer_source(text, str(path), Settings(), registry)
+        assert typed.diagnostics == plain, path
+        bindings += len(typed.bindings)
+    assert bindings > 100

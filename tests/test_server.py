@@ -237,3 +237,36 @@ def test_server_without_the_lsp_extra_says_how_to_get_it(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert proc.returncode == 2
     assert "pip install 'spmdcheck[lsp]'" in proc.stderr
+
+
+def test_hover_on_a_use_finds_the_binding_of_its_own_scope():
+    from spmdcheck.server.documents import analyse
+
+    text = textwrap.dedent("""\
+        # spmdcheck: mesh = ["tp"]
+        import spmd_types as spmd
+        from spmd_types import I, R
+        from spmdcheck.annotations import Local
+
+        x = 3
+
+
+        def f(x: Local["tp: I"]):
+            y = spmd.convert(x, "tp", src=I, dst=R)
+            return y + x
+
+
+        def g(y: Local["tp: V"]):
+            return y
+    """)
+    analysis = analyse(text, None)
+    lines = text.splitlines()
+    use_of_x = lines[10].index("+ x") + 2
+    hover = analysis.hover(10, use_of_x)
+    assert hover is not None and "(as bound at line 9)" in hover and "`{tp: I}`" in hover
+    use_of_y = lines[10].index("y")
+    assert "SPMD type: `{tp: R}`" in analysis.hover(10, use_of_y)
+    # g's `y` is its parameter, not f's local
+    assert "SPMD type: `{tp: V}`" in analysis.hover(14, lines[14].index("y"))
+    assert analysis.hover(5, 0) is None  # a module-level int: not a tensor
+    assert analysis.hover(1, 0) is None  # `import`: nothing bound there by the analysis
