@@ -188,3 +188,15 @@ def test_the_bind_observer_only_watches(registry):
         assert typed.diagnostics == plain, path
         bindings += len(typed.bindings)
     assert bindings > 100
+
+
+def test_show_types_reads_stdin_for_editors(project):
+    proc = run(
+        ["check", "--show-types", "--output-format", "json", "--stdin-filename", "buffer.py", "-"],
+        project,
+        input="from spmdcheck.annotations import Local\n\n\ndef f(a: Local['tp: P']):\n    b = a * 2\n",
+    )
+    assert proc.returncode == 0, proc.stderr
+    rows = {r["name"]: r for r in json.loads(proc.stdout)}
+    assert rows["a"]["path"] == "buffer.py"
+    assert (rows["b"]["type"], rows["b"]["grad_type"]) == ("{dp: ?, tp: P}", "{dp: ?, tp: R}")
