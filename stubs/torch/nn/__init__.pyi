@@ -7,7 +7,8 @@ from spmdcheck.annotations import grad, linear
 from . import functional as functional
 
 # `nn.Parameter(t)` wraps `t` without changing its value: linear, and it
-# receives gradients. Written as a function so that the call is typed.
+# receives gradients; it is a leaf of the autograd graph (no upstream history).
+# Written as a function so that the call is typed.
 @linear
-@grad("yes")
+@grad("leaf")
 def Parameter(data: Tensor, requires_grad: bool = True) -> Tensor: ...
