@@ -200,3 +200,29 @@ def test_show_types_reads_stdin_for_editors(project):
     rows = {r["name"]: r for r in json.loads(proc.stdout)}
     assert rows["a"]["path"] == "buffer.py"
     assert (rows["b"]["type"], rows["b"]["grad_type"]) == ("{dp: ?, tp: P}", "{dp: ?, tp: R}")
+
+
+def test_notes_in_every_output_format(project):
+    """A reveal note is a SARIF `note` (schema-valid), a GitHub `::notice`, GitLab `info`, no JUnit failure."""
+    import pathlib
+    import xml.etree.ElementTree as ET
+
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads((pathlib.Path(__file__).parent / "data" / "sarif-schema-2.1.0.json").read_text())
+    sarif = run(["check", "--output-format", "sarif", "mlp.py"], project)
+    assert sarif.returncode == 0, sarif.stderr
+    log = json.loads(sarif.stdout)
+    jsonschema.Draft4Validator(schema).validate(log)
+    results = log["runs"][0]["results"]
+    assert results and {r["level"] for r in results} == {"note"}
+    rules = {r["id"]: r for r in log["runs"][0]["tool"]["driver"]["rules"]}
+    assert rules["SPMD901"]["defaultConfiguration"]["level"] == "note"
+
+    github = run(["check", "--output-format", "github", "mlp.py"], project)
+    assert github.returncode == 0 and github.stdout.startswith("::notice ")
+    gitlab = json.loads(run(["check", "--output-format", "gitlab", "mlp.py"], project).stdout)
+    assert gitlab and {i["severity"] for i in gitlab} == {"info"}
+    junit = ET.fromstring(run(["check", "--output-format", "junit", "mlp.py"], project).stdout)
+    assert junit.get("failures") == "0"
+    concise = run(["check", "--output-format", "concise", "--color", "never", "mlp.py"], project)
+    assert concise.returncode == 0 and concise.stdout.rstrip().endswith("All checks passed (1 file(s) checked).")

@@ -19,6 +19,7 @@ from spmdcheck.analysis.values import (
     Alternatives,
     BoundMethod,
     BuiltinValue,
+    Chain,
     ClassValue,
     ContextValue,
     FunctionValue,
@@ -94,6 +95,11 @@ def dispatch(interp: Interpreter, func: Value, args: list[Arg], node: cst.Call) 
         return call_function(interp, func.func, args, node, receiver=func.receiver)
     if isinstance(func, ClassValue):
         return instantiate(interp, func, args, node)
+    if isinstance(func, Chain) and len(args) == 1:
+        value = args[0]
+        for module in func.items:
+            value = (None, dispatch(interp, module, [value], node), value[2])
+        return value[1]
     if isinstance(func, InstanceValue):
         call = func.cls.lookup("forward") if func.cls.lookup("__call__") is None else func.cls.lookup("__call__")
         if isinstance(call, FunctionValue):
@@ -251,6 +257,11 @@ def _apply_rule(interp: Interpreter, rule: OpRule, args: list[Arg], node: cst.CS
         return UNKNOWN
     if rule.constant_test:
         return Literal(bool(args) and isinstance(args[0][1], Literal))
+    if rule.container_param is not None:
+        modules = bound.get(rule.container_param)
+        return modules if isinstance(modules, (Seq, Homogeneous)) else UNKNOWN
+    if rule.sequential_param is not None:
+        return Chain(tuple(v for v, _ in bound.all(rule.sequential_param)))
     if rule.rank_of:
         receiver = bound.get(rule.params[0].name) if rule.params else None
         if isinstance(receiver, TensorValue) and receiver.rank is not None:

@@ -316,6 +316,7 @@ def _check_src(
                     [Suggestion(f"use src={right}", type_spelling(interp, right))],
                 )
             )
+            return False  # reported once: what the wrong concatenation gives is unknown (no cascade)
     discharged = s is Kind.P or api in REDUCING or (dst is not None and dst.kind is Kind.P)
     if actual.is_pending and actual.pending.what == "mean" and api in REDUCING:  # type: ignore[union-attr]
         interp.report(

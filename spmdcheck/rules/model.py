@@ -113,6 +113,8 @@ class OpRule:
     factory_rank: int | None = None  # a fixed rank (arange: 1, eye: 2)
     passthrough: bool = False
     rank_dependent: bool = False  # returns a value that differs across ranks (a rank index)
+    container_param: str | None = None  # returns this argument, a sequence of modules (nn.ModuleList)
+    sequential_param: str | None = None  # returns a chain of these modules, applied in order when called
     constant_test: bool = False  # returns whether its argument is a constant the analysis knows (is_known)
     model_path: str | None = None  # a @model class/function: the stub file whose body the analysis interprets
     model_module: str | None = None  # ... and that stub's module name (for its relative imports)
