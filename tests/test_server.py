@@ -270,3 +270,17 @@ def test_hover_on_a_use_finds_the_binding_of_its_own_scope():
     assert "SPMD type: `{tp: V}`" in analysis.hover(14, lines[14].index("y"))
     assert analysis.hover(5, 0) is None  # a module-level int: not a tensor
     assert analysis.hover(1, 0) is None  # `import`: nothing bound there by the analysis
+
+
+def test_editor_settings_are_those_of_the_command_line(tmp_path):
+    """per-file-ignores and the closest config apply to a buffer as to `spmdcheck check`."""
+    from spmdcheck.server.documents import analyse
+
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.spmdcheck]\nmesh = ["tp"]\n[tool.spmdcheck.per-file-ignores]\n"legacy/*" = ["SPMD102"]\n'
+    )
+    (tmp_path / "legacy").mkdir()
+    checked = analyse(BUGGY, str(tmp_path / "mlp.py"))
+    ignored = analyse(BUGGY, str(tmp_path / "legacy" / "mlp.py"))
+    assert [d.code for d in checked.result.diagnostics] == ["SPMD102"]
+    assert ignored.result.diagnostics == []

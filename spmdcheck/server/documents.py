@@ -192,16 +192,21 @@ def _reaching_binding(bindings: list[Binding], source: str, name: str, line: int
 
 
 def settings_for(path: str | None) -> Settings:
-    """The settings of the closest configuration file (defaults when it is missing or broken)."""
-    from spmdcheck.config import ConfigError, find_config, load_config
+    """The settings `spmdcheck check PATH` would use: the closest config file, defaults when it is broken."""
+    from spmdcheck.config import ConfigResolver
 
     if path is None:
         return Settings()
-    try:
-        cfg = load_config(find_config(pathlib.Path(path).resolve().parent))
-    except ConfigError:
-        return Settings()
-    return Settings(mesh=cfg.mesh, strict=cfg.strict, stub_path=cfg.stub_path, select=cfg.select, ignore=cfg.ignore)
+    file = pathlib.Path(path)
+    cfg = ConfigResolver().for_path(file)
+    select = cfg.select + cfg.extend_select if cfg.select else ()
+    return Settings(
+        mesh=cfg.mesh,
+        strict=cfg.strict,
+        stub_path=tuple(cfg.stub_path),
+        select=select,
+        ignore=cfg.ignore + cfg.ignores_for(file),
+    )
 
 
 def analyse(text: str, path: str | None) -> Analysis:
