@@ -86,6 +86,8 @@ _BUILTINS: dict[str, Value] = {
     "False": Literal(False),
     "None": NONE,
     "super": BuiltinValue("super"),
+    "tuple": BuiltinValue("tuple"),
+    "list": BuiltinValue("list"),
     **{name: BuiltinValue(name) for name in calls.RANK_PRESERVING_BUILTINS},
 }
 UNTYPED = TensorValue()  # a tensor spmd_types never typed (no_typecheck results)

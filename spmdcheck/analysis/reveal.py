@@ -20,7 +20,7 @@ from spmdcheck.lattice import AxisType, GradState, SpmdType, gradient_type
 
 if TYPE_CHECKING:
     from spmdcheck.analysis.binding import Bound
-    from spmdcheck.analysis.interpreter import Interpreter
+    from spmdcheck.analysis.context import Analysis
     from spmdcheck.rules.model import OpRule
 
 UNKNOWN_AXIS = "?"
@@ -113,7 +113,7 @@ def _merge_axes(options: list[dict[str, str] | None]) -> dict[str, str] | None:
     return {a: " | ".join(dict.fromkeys(o.get(a, UNKNOWN_AXIS) for o in options)) for a in names}  # type: ignore[union-attr]
 
 
-def reveal(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
+def reveal(interp: Analysis, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
     """`reveal_spmd_type(x)`: a note with x's forward and gradient types; returns x unchanged."""
     if not args:
         return Unknown()
