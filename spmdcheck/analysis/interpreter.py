@@ -274,6 +274,7 @@ class Interpreter:
             receiver = self.instance_for(owner) if owner is not None and calls.takes_self(fn) else None
             for param, value in calls.parameter_values(self, fn, decor, None, receiver):
                 self.frame.env[param] = value
+                self.ctx.bound(param, value, _param_name(fn, param))
             self.exec_block(_body(fn))
             calls.check_returns(self, fn, decor, self.frame.returns)
         finally:
@@ -680,6 +681,7 @@ class Interpreter:
         if isinstance(target, cst.Name):
             self.frame.env[target.value] = value
             self.frame.rebound.add(target.value)
+            self.ctx.bound(target.value, value, target)
         elif isinstance(target, (cst.Tuple, cst.List)):
             items = _unpack(value, len(target.elements))
             for element, item in zip(target.elements, items):
@@ -697,10 +699,12 @@ class Interpreter:
                 if declared and value_node is not None:
                     value = calls.check_declared(self, value, declared, value_node, "SPMD401", "annotated attribute")
                 owner.attrs[target.attr.value] = value
+                self.ctx.bound(self.ctx.code_of(target), value, target)
                 return
             key = _attr_path(target)
             if key is not None:
                 self.frame.env[key] = value
+                self.ctx.bound(key, value, target)
 
     def rebind(self, node: cst.CSTNode | None, value: Value) -> None:
         """An op changed the type of the tensor named by `node` (in place, assert_type).
@@ -1097,6 +1101,13 @@ def _body(node: cst.CSTNode) -> Sequence[cst.CSTNode]:
     if isinstance(body, (list, tuple)):
         return body
     return ()
+
+
+def _param_name(fn: cst.FunctionDef, name: str) -> cst.CSTNode:
+    params = fn.params
+    every = [*params.posonly_params, *params.params, *params.kwonly_params]
+    every += [p for p in (params.star_arg, params.star_kwarg) if isinstance(p, cst.Param)]
+    return next((p.name for p in every if p.name.value == name), fn.name)
 
 
 def _walk_statements(node: cst.CSTNode) -> Iterator[cst.CSTNode]:

@@ -10,6 +10,7 @@ import libcst as cst
 from spmdcheck.analysis.binding import Bound
 from spmdcheck.analysis.findings import Finding, Suggestion
 from spmdcheck.analysis.ops import render_fix_call
+from spmdcheck.analysis.reveal import reveal
 from spmdcheck.analysis.typeexpr import TypeDict, TypeExprError, axis_name, merge_type_dicts, type_dict
 from spmdcheck.analysis.values import (
     UNKNOWN,
@@ -398,4 +399,5 @@ HANDLERS: dict[str, Handler] = {
     "ignore": ignore,
     "current_mesh": current_mesh,
     "local_map": ignore,
+    "reveal": reveal,
 }
