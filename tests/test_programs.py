@@ -131,3 +131,47 @@ def test_command_line_checks_each_program_folder():
                             f"{_show(want - got[program])}")
     assert not failures, "\n".join(failures)
     assert proc.returncode == (1 if any(expected_program_diagnostics(p) for p in PROGRAMS) else 0)
+
+
+# --------------------------------------------------------------------------- ground truth: the programs run
+@pytest.fixture(scope="module")
+def gt_harness():
+    torch = pytest.importorskip("torch", reason="the ground-truth harness needs torch (test extra)")
+    pytest.importorskip("spmd_types", reason="the ground-truth harness needs spmd-types==0.3.1 (test extra)")
+    if not torch.distributed.is_available() or not torch.distributed.is_gloo_available():
+        pytest.skip("torch.distributed with the gloo backend is not available")
+    from ground_truth.harness import Harness
+
+    h = Harness()
+    yield h
+    h.close()
+
+
+def _run_order(program: pathlib.Path) -> tuple:
+    """Correct programs first, programs that must hang (SPMD501) last: a hang kills the pool, and every
+    program after it pays for fresh rank processes."""
+    codes = {code for _, _, code, _ in expected_program_diagnostics(program)}
+    return ("_bug_" in program.name, "SPMD501" in codes, program.name)
+
+
+RUN_ORDER = sorted(PROGRAMS, key=_run_order)
+
+
+@pytest.mark.ground_truth
+@pytest.mark.parametrize("program", RUN_ORDER, ids=[p.name for p in RUN_ORDER])
+def test_program_runs_as_its_expectations_say(gt_harness, program):
+    """An ok program computes on 2 and 4 gloo ranks what it computes on one; a bug program does not (its
+    values or gradients differ, or it crashes or hangs), while its ok twin, on the same inputs, does."""
+    from ground_truth.packages import discover_packages, judge_package
+
+    pkg = next(p for p in discover_packages() if p.path == program)
+    verdict, twin_verdict = judge_package(gt_harness, pkg)
+    assert verdict.runnable, verdict.not_runnable
+    story = f"{program.name}: {verdict.summary()}"
+    if pkg.is_bug:
+        assert twin_verdict is not None, f"{program.name} has no ok twin"
+        assert twin_verdict.matches, f"the ok twin does not match its reference: {twin_verdict.summary()}"
+        assert verdict.wrong, f"the bug is invisible to execution: {story}"
+    else:
+        assert verdict.matches, story
+        assert all(w.reference == "global" for w in verdict.worlds), story
