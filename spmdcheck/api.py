@@ -8,13 +8,19 @@ import os
 import pathlib
 import pickle
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import libcst as cst
+
 from spmdcheck.analysis.context import Options
-from spmdcheck.analysis.driver import analyze_module
-from spmdcheck.diagnostics.render import Diagnostic, make, render
+from spmdcheck.analysis.program import SourceUnit, analyze_program
+from spmdcheck.diagnostics.codes import CODES
+from spmdcheck.diagnostics.render import Diagnostic, ProgramPositions, make
+from spmdcheck.diagnostics.suppression import apply_suppressions
 from spmdcheck.frontend.inline_config import read_inline_config
 from spmdcheck.frontend.source import ParseFailure, is_relevant, mesh_names_in, parse, syntax_error
+from spmdcheck.program.graph import build_graph, module_name_for
 from spmdcheck.rules.stubs import Registry, load_stub_dirs
 
 SHIPPED_STUBS_CANDIDATES = (
@@ -87,8 +93,6 @@ def load_registry(stub_path: tuple[str, ...] = ()) -> Registry:
 
 
 def _selected(code: str, settings: Settings) -> bool:
-    from spmdcheck.diagnostics.codes import CODES
-
     def matches(pattern: str) -> bool:
         p = pattern.strip()
         if p.upper() == "ALL":
@@ -103,37 +107,114 @@ def _selected(code: str, settings: Settings) -> bool:
 def check_source(
     text: str, path: str = "<string>", settings: Settings | None = None, registry: Registry | None = None
 ) -> list[Diagnostic]:
+    """One file on its own (its imports of other files are unknown)."""
+    return check_sources({path: text}, settings, registry, exists=lambda p: False)[path]
+
+
+def check_sources(
+    sources: dict[str, str],
+    settings: Settings | None = None,
+    registry: Registry | None = None,
+    exists: Callable[[str], bool] | None = None,
+    libraries: frozenset[str] = frozenset(),
+) -> dict[str, list[Diagnostic]]:
+    """Check files as one program: `sources` maps each path to its text; module names come from the
+    paths' package folders (a folder is a package when `<folder>/__init__.py` is one of the keys or
+    exists on disk). Returns each path's diagnostics, sorted.
+
+    `libraries` are paths the others import that cannot hold a finding by themselves: parsed only
+    when an import of them runs, and followed only where typed values flow into them.
+    """
     settings = settings or Settings()
     registry = registry if registry is not None else load_registry(settings.stub_path)
-    parsed = parse(text)
-    if isinstance(parsed, ParseFailure):
-        diags = [
-            make(
-                path, "SPMD001", f"syntax error: {parsed.message}; the file was not checked", parsed.line, parsed.column
+    if exists is None:
+        exists = lambda p: p in sources or os.path.exists(p)  # noqa: E731
+    out: dict[str, list[Diagnostic]] = {path: [] for path in sources}
+    units: list[SourceUnit] = []
+    lines: dict[str, list[str]] = {}
+    strict_of: dict[str, bool] = {}
+    for path, text in sources.items():
+        if path in libraries:
+            units.append(SourceUnit(path, None, Options(mesh=settings.mesh), module_name_for(path, exists), text=text))
+            continue
+        parsed = parse(text)
+        if isinstance(parsed, ParseFailure):
+            out[path].append(
+                make(
+                    path,
+                    "SPMD001",
+                    f"syntax error: {parsed.message}; the file was not checked",
+                    parsed.line,
+                    parsed.column,
+                )
             )
-        ]
-        return [d for d in diags if _selected(d.code, settings)]
-    inline = read_inline_config(text)
-    options = Options(
-        mesh=inline.mesh if inline.mesh is not None else settings.mesh,
-        strict=inline.strict if inline.strict is not None else settings.strict,
-    )
-    ctx = analyze_module(parsed, registry, options, mesh_names_in(text))
-    diags = render(path, parsed, ctx.findings, ctx.sites, text.splitlines())
-    diags += [make(path, "SPMD005", message, line) for line, message in inline.errors]
-    diags = [d for d in diags if _selected(d.code, settings)]
-    return sorted(diags, key=Diagnostic.sort_key)
+            continue
+        inline = read_inline_config(text)
+        options = Options(
+            mesh=inline.mesh if inline.mesh is not None else settings.mesh,
+            strict=inline.strict if inline.strict is not None else settings.strict,
+        )
+        out[path] += [make(path, "SPMD005", message, line) for line, message in inline.errors]
+        units.append(SourceUnit(path, parsed, options, module_name_for(path, exists), frozenset(mesh_names_in(text))))
+        strict_of[path] = options.strict
+        lines[path] = text.splitlines()
+    graph = build_graph(sources, exists) if len(sources) > 1 else None
+
+    def parse_library(text: str) -> cst.Module | None:
+        parsed = parse(text)
+        return None if isinstance(parsed, ParseFailure) else parsed
+
+    result = analyze_program(units, registry, graph, parse_library)
+    positions = ProgramPositions()
+    for unit in units:
+        if unit.module is not None:
+            positions.add(
+                result.contexts[unit.path], unit.path, unit.module, lines.get(unit.path) or unit.text.splitlines()
+            )
+    for path, diags in positions.render(result.program.findings, result.program.sites).items():
+        out[path] += diags
+    for path in out:
+
+        def enabled(code: str, strict: bool = strict_of.get(path, settings.strict)) -> bool:
+            return _selected(code, settings) and (strict or not CODES[code].strict_only)
+
+        out[path] = apply_suppressions(path, sources[path], out[path], enabled)
+    return {
+        path: sorted((d for d in diags if _selected(d.code, settings)), key=Diagnostic.sort_key)
+        for path, diags in out.items()
+    }
 
 
 def check_file(path: str, settings: Settings, registry: Registry | None = None) -> FileResult:
+    """One file on its own."""
+    loaded = load_file(path, settings)
+    if isinstance(loaded, FileResult):
+        return loaded
+    return _guarded([path], lambda: {path: check_source(loaded.text, path, settings, registry)})[0]
+
+
+@dataclass
+class LoadedFile:
+    path: str
+    text: str
+    relevant: bool  # can hold a finding by itself (types, collectives, ranks); else only as an import
+
+
+def load_file(path: str, settings: Settings) -> LoadedFile | FileResult:
+    """Read and decode a file; a FileResult when there is nothing to analyse (or it cannot be read)."""
     try:
         data = pathlib.Path(path).read_bytes()
     except OSError as exc:
         return FileResult(path, [make(path, "SPMD005", f"cannot read file: {exc.strerror}")])
-    if not is_relevant(data, bool(settings.mesh)):
+    # a file naming an spmdcheck code (in a suppression comment) is checked, so an unused one is reported
+    relevant = is_relevant(data, bool(settings.mesh)) or b"SPMD" in data
+    if not relevant:
         failure = syntax_error(data)
         if failure is None:
-            return FileResult(path, skipped=True)
+            try:
+                return LoadedFile(path, data.decode("utf-8"), relevant=False)
+            except UnicodeDecodeError:
+                return FileResult(path, skipped=True)
         return FileResult(
             path,
             [
@@ -150,32 +231,76 @@ def check_file(path: str, settings: Settings, registry: Registry | None = None) 
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         return FileResult(path, [make(path, "SPMD001", f"file is not UTF-8: {exc.reason}")])
+    return LoadedFile(path, text, relevant=True)
+
+
+def _guarded(paths: list[str], run: Callable[[], dict[str, list[Diagnostic]]]) -> list[FileResult]:
+    """Run an analysis; a bug of the checker becomes a diagnostic on the files it concerned, and the run goes on."""
     try:
-        return FileResult(path, check_source(text, path, settings, registry))
+        found = run()
+        return [FileResult(path, found.get(path, [])) for path in paths]
     except RecursionError:
-        return FileResult(path, [make(path, "SPMD001", "file is too deeply nested to analyse")])
+        return [FileResult(path, [make(path, "SPMD001", "file is too deeply nested to analyse")]) for path in paths]
     except Exception as exc:  # noqa: BLE001 - one file's bug in the checker must not stop the run
         where = traceback.extract_tb(exc.__traceback__)[-1]
-        return FileResult(
-            path,
-            [
-                make(
-                    path,
-                    "SPMD000",
-                    f"internal error: {type(exc).__name__}: {exc} "
-                    f"(at {pathlib.Path(where.filename).name}:{where.lineno})",
-                )
-            ],
-        )
+        message = f"internal error: {type(exc).__name__}: {exc} (at {pathlib.Path(where.filename).name}:{where.lineno})"
+        return [FileResult(path, [make(path, "SPMD000", message)]) for path in paths]
 
 
-def check_sources(
-    sources: dict[str, str], settings: Settings | None = None, registry: Registry | None = None
-) -> dict[str, list[Diagnostic]]:
-    """Check files as one program: `sources` maps each path to its text; module names come from the
-    paths' package folders (a folder is a package when `<folder>/__init__.py` is one of the keys or
-    exists on disk). Returns each path's diagnostics, sorted.
-    """
-    settings = settings or Settings()
-    registry = registry if registry is not None else load_registry(settings.stub_path)
-    return {path: check_source(text, path, settings, registry) for path, text in sources.items()}
+def plan_programs(paths: list[str], settings: Settings) -> tuple[list[FileResult], list[list[LoadedFile]]]:
+    """Read the files and group them into programs: the relevant files and the checked files they import,
+    split into the connected parts of the import graph (each part is analysed as one program)."""
+    done: list[FileResult] = []
+    loaded: dict[str, LoadedFile] = {}
+    for path in paths:
+        item = load_file(path, settings)
+        if isinstance(item, FileResult):
+            done.append(item)
+        else:
+            loaded[path] = item
+    graph = build_graph({p: f.text for p, f in loaded.items()})
+    name_of = {m.path: m.name for m in graph.modules.values()}
+    path_of = {m.name: m.path for m in graph.modules.values()}
+    wanted: set[str] = set()
+    for path, item in loaded.items():
+        if item.relevant:
+            wanted.add(path)
+            if path in name_of:
+                wanted.update(path_of[n] for n in graph.imports_closure(name_of[path]))
+    done += [FileResult(p, skipped=True) for p in loaded if p not in wanted]
+    # connected parts (imports in either direction) among the wanted files
+    parent = {p: p for p in wanted}
+
+    def find(p: str) -> str:
+        while parent[p] != p:
+            parent[p] = parent[parent[p]]
+            p = parent[p]
+        return p
+
+    for path in wanted:
+        for target in graph.edges.get(name_of.get(path, ""), ()):
+            other = path_of.get(target)
+            if other in parent:
+                parent[find(path)] = find(other)
+    groups: dict[str, list[LoadedFile]] = {}
+    for path in sorted(wanted):
+        groups.setdefault(find(path), []).append(loaded[path])
+    return done, list(groups.values())
+
+
+def check_program(files: list[LoadedFile], settings: Settings, registry: Registry | None = None) -> list[FileResult]:
+    """Analyse files as one program (see `plan_programs`)."""
+    paths = [f.path for f in files]
+    libraries = frozenset(f.path for f in files if not f.relevant)
+    return _guarded(
+        paths, lambda: check_sources({f.path: f.text for f in files}, settings, registry, libraries=libraries)
+    )
+
+
+def check_files(paths: list[str], settings: Settings, registry: Registry | None = None) -> list[FileResult]:
+    """Every file, whole-program, in one process."""
+    done, programs = plan_programs(paths, settings)
+    for files in programs:
+        done += check_program(files, settings, registry)
+    order = {p: i for i, p in enumerate(paths)}
+    return sorted(done, key=lambda r: order.get(r.path, len(order)))

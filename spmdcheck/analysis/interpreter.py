@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import libcst as cst
 
@@ -17,26 +18,35 @@ from spmdcheck.analysis.context import FileContext
 from spmdcheck.analysis.findings import Finding
 from spmdcheck.analysis.values import (
     NONE,
-    RANK,
     UNKNOWN,
     Alternatives,
     BoundMethod,
+    BuiltinValue,
+    ClassValue,
     ContextValue,
     DictValue,
     FunctionValue,
     Homogeneous,
+    InstanceValue,
+    LazyImport,
     Literal,
+    MembersValue,
     MeshValue,
+    MethodValue,
     ModuleRef,
+    ModuleValue,
     RankValue,
     Seq,
+    SuperValue,
     TensorValue,
     TypeValue,
     Value,
+    alternatives_of,
     join,
 )
 from spmdcheck.lattice import AxisType, GradState, Kind, SpmdType
-from spmdcheck.rules.model import Returns
+from spmdcheck.program.graph import resolve_import
+from spmdcheck.rules.model import OpRule, Returns
 
 _BINOP_DUNDER = {
     cst.Add: "__add__",
@@ -71,9 +81,23 @@ _CMP_DUNDER = {
     cst.Equal: "__eq__",
     cst.NotEqual: "__ne__",
 }
-_BUILTINS = {"True": Literal(True), "False": Literal(False), "None": NONE}
+_BUILTINS: dict[str, Value] = {
+    "True": Literal(True),
+    "False": Literal(False),
+    "None": NONE,
+    "super": BuiltinValue("super"),
+    **{name: BuiltinValue(name) for name in calls.RANK_PRESERVING_BUILTINS},
+}
 UNTYPED = TensorValue()  # a tensor spmd_types never typed (no_typecheck results)
 TENSOR = "torch.Tensor"
+
+
+@dataclass
+class Scope:
+    """A module's top level: the file it belongs to and its global names."""
+
+    ctx: FileContext
+    globals: dict[str, Value]
 
 
 @dataclass
@@ -84,64 +108,232 @@ class Frame:
     globals: dict[str, Value]
     returns: list[tuple[Value, cst.CSTNode]] = field(default_factory=list)
     function: cst.FunctionDef | None = None
+    owner: ClassValue | None = None  # the class whose method this is (for super())
+    exited: bool = False  # a return/raise ended this path: the rest of the block is not reached
+    jumped: bool = False  # a break/continue ended this path of the loop body
+    # in-place writes to parameters still bound to the caller's object: the call's effects on its arguments
+    param_effects: dict[str, Value] = field(default_factory=dict)
+    rebound: set[str] = field(default_factory=set)  # parameters reassigned: later writes are local
+
+    def ended(self) -> str | None:
+        """How the current path ended: "exited" (return/raise), "jumped" (break/continue), or None."""
+        return "exited" if self.exited else "jumped" if self.jumped else None
+
+
+@dataclass
+class Summary:
+    """What a call of a checked function did, for the same abstract arguments: replayed, not re-run."""
+
+    result: Value
+    collectives: list[tuple[str, str | None, cst.CSTNode]]
+    param_effects: dict[str, Value]
+    instance_states: list[tuple[int, dict[str, Value]]]  # (argument position, -1: receiver) -> attributes after
+
+
+class Importer(Protocol):
+    """The program's modules, as the interpreter sees them."""
+
+    def kind(self, name: str) -> str | None:
+        """ "checked", "library" (imported, parsed only when used) or None (not part of the program)."""
+
+    def load(self, name: str) -> Scope | None:
+        """A module's top-level names, running it first if needed (None: not loadable)."""
 
 
 class Interpreter:
-    def __init__(self, ctx: FileContext) -> None:
+    def __init__(self, ctx: FileContext, importer: Importer | None = None) -> None:
         self.ctx = ctx
+        self.importer = importer
         self.grad_enabled = True
         self.mesh: tuple[str, ...] = ctx.options.mesh
         self.checking = True  # False inside spmd.no_typecheck
         self.inline_stack: list[cst.FunctionDef] = []
+        self.call_sites: list[tuple[FileContext, cst.CSTNode]] = []  # calls being inlined, outermost first
         self.frame = Frame({}, {})
-        self.functions: list[cst.FunctionDef] = []
+        self.scope = Scope(ctx, self.frame.env)
+        # functions to check on their own after the top level ran: (function, scope, owning class)
+        self.functions: list[tuple[cst.FunctionDef, Scope, ClassValue | None]] = []
         self.collectives: list[tuple[str, str | None, cst.CSTNode]] = []  # calls made, in order
+        # writes to variables recorded instead of applied, while a call is typed per alternative
+        self.effects: list[tuple[cst.CSTNode | None, Value]] | None = None
+        # rank-dependent conditions the code being run is under (early exits, loop bounds), with their node
+        self.divergent: list[tuple[RankValue, cst.CSTNode]] = []
+        self.last_test: Value = UNKNOWN  # the condition of the `if` that just ran
+        self.summaries: dict[tuple, Summary] = {}
+        self._models: dict[str, Scope | None] = {}  # stub path -> its @model definitions
+        self._instances: dict[int, InstanceValue] = {}  # class id -> the instance its methods are checked on
 
     # ------------------------------------------------------------------ entry
     def run_module(self, module: cst.Module) -> None:
+        """A single file: its top level, then every function on its own."""
+        self.run_top_level(module)
+        self.check_functions()
+
+    def run_top_level(self, module: cst.Module) -> Scope:
         self.frame = Frame({}, {})
         self.frame.globals = self.frame.env
+        self.scope = Scope(self.ctx, self.frame.env)
+        self.mesh = self.ctx.options.mesh
         self.exec_block(module.body)
-        module_env = self.frame.env
-        for fn in list(self.functions):
-            self.analyze_function(fn, module_env)
+        return self.scope
 
-    def analyze_function(self, fn: cst.FunctionDef, globals_: dict[str, Value]) -> None:
+    def run_scope(self, scope: Scope, module: cst.Module) -> None:
+        """Run a module's top level into `scope.globals`, leaving the interpreter as it was (imports nest).
+
+        A module's top level runs once, whoever imports it first: not inside that importer's calls.
+        """
+        saved = (
+            self.ctx,
+            self.scope,
+            self.frame,
+            self.mesh,
+            self.grad_enabled,
+            self.checking,
+            self.inline_stack,
+            self.call_sites,
+            self.divergent,
+        )
+        self.ctx, self.scope = scope.ctx, scope
+        self.frame = Frame(scope.globals, scope.globals)
+        self.mesh, self.grad_enabled, self.checking = scope.ctx.options.mesh, True, True
+        self.inline_stack, self.call_sites, self.divergent = [], [], []
+        try:
+            self.exec_block(module.body)
+        finally:
+            (
+                self.ctx,
+                self.scope,
+                self.frame,
+                self.mesh,
+                self.grad_enabled,
+                self.checking,
+                self.inline_stack,
+                self.call_sites,
+                self.divergent,
+            ) = saved
+
+    def model_of(self, rule: OpRule) -> Value:
+        """A @model class or function of a stub: its stub module runs once (as a library), then its value."""
+        assert rule.model_path is not None
+        scope = self._models.get(rule.model_path)
+        if scope is None:
+            scope = self._models[rule.model_path] = self._load_model_module(rule)
+        if scope is None:
+            return UNKNOWN
+        return scope.globals.get(rule.qualname.rsplit(".", 1)[-1], UNKNOWN)
+
+    def _load_model_module(self, rule: OpRule) -> Scope | None:
+        from spmdcheck.program.graph import ModuleFile
+
+        try:
+            with open(rule.model_path, encoding="utf-8") as fh:  # type: ignore[arg-type]
+                module = cst.parse_module(fh.read())
+        except (OSError, UnicodeDecodeError, cst.ParserSyntaxError):
+            return None
+        name = rule.model_module or ""
+        ctx = FileContext(
+            self.ctx.registry,
+            self.ctx.options,
+            module,
+            path=rule.model_path or "<stub>",
+            module_file=ModuleFile(name, rule.model_path or "", str(rule.model_path).endswith("__init__.pyi")),
+            program=self.ctx.program,
+        )
+        ctx.library = ctx.stub = True
+        scope = Scope(ctx, {})
+        self.run_scope(scope, module)
+        return scope
+
+    def check_functions(self) -> None:
+        while self.functions:
+            fn, scope, owner = self.functions.pop(0)
+            if not scope.ctx.library:  # a library's functions are only followed from calls
+                self.analyze_function(fn, scope, owner)
+
+    def enter_scope(self, scope: Scope) -> tuple:
+        """Switch to another module's file and globals (a call into it); returns what to restore."""
+        saved = (self.ctx, self.scope)
+        self.ctx, self.scope = scope.ctx, scope
+        return saved
+
+    def analyze_function(self, fn: cst.FunctionDef, scope: Scope, owner: ClassValue | None = None) -> None:
         """Check a function body on its own, its parameters typed by their annotations."""
         saved = (self.frame, self.grad_enabled, self.mesh, self.checking)
-        self.frame = Frame({}, globals_, function=fn)
+        restore = self.enter_scope(scope)
+        self.mesh = self.ctx.options.mesh
+        self.frame = Frame({}, scope.globals, function=fn, owner=owner)
         try:
             decor = calls.function_decorations(self, fn)
             if decor.skip:
                 return
             if decor.grad_enabled is not None:
                 self.grad_enabled = decor.grad_enabled
-            for param, value in calls.parameter_values(self, fn, decor, None):
+            receiver = self.instance_for(owner) if owner is not None and calls.takes_self(fn) else None
+            for param, value in calls.parameter_values(self, fn, decor, None, receiver):
                 self.frame.env[param] = value
             self.exec_block(_body(fn))
             calls.check_returns(self, fn, decor, self.frame.returns)
         finally:
             self.frame, self.grad_enabled, self.mesh, self.checking = saved
+            self.ctx, self.scope = restore
+
+    def instance_for(self, cls: ClassValue) -> InstanceValue:
+        """The object a class's methods are checked on: built by its `__init__` with default arguments."""
+        built = self._instances.get(id(cls))
+        if built is None:
+            built = InstanceValue(cls)
+            self._instances[id(cls)] = built
+            init = cls.lookup("__init__")
+            if isinstance(init, FunctionValue):
+                calls.call_function(self, init, [], init.node, receiver=built)
+        return InstanceValue(cls, dict(built.attrs))  # each method sees its own copy
 
     # ------------------------------------------------------------- statements
     def exec_block(self, body: Sequence[cst.CSTNode]) -> None:
-        for stmt in body:
-            self.exec_stmt(stmt)
+        depth = len(self.divergent)
+        try:
+            for stmt in body:
+                if self.frame.exited or self.frame.jumped:
+                    break  # the rest of the block is not reached on this path
+                self.exec_stmt(stmt)
+                if isinstance(stmt, cst.If) and isinstance(self.last_test, RankValue):
+                    exits = (_always_exits(stmt.body), stmt.orelse is not None and _always_exits(stmt.orelse))
+                    if exits[0] != exits[1]:
+                        # an early return/raise/continue on some ranks: the rest of the block runs on the others
+                        self.divergent.append((self.last_test, stmt))
+        finally:
+            del self.divergent[depth:]
+
+    def note_collective(self, api: str, axis: str | None, node: cst.CSTNode) -> None:
+        """A collective was issued: remember it (branch comparison) and check it runs on every rank of its group."""
+        self.collectives.append((api, axis, node))
+        for condition, where in self.divergent:
+            if condition.diverges_along(axis):
+                what = "loop" if isinstance(where, (cst.For, cst.While)) else "early exit"
+                site = self.ctx.site(where)
+                on = f"on axis {axis!r} " if axis else ""
+                self.report(
+                    Finding(
+                        "SPMD501",
+                        node,
+                        f"`{api}` {on}is reached only on some ranks of its group: the rank-dependent {what} at "
+                        f"{{site:{site}}} lets the other ranks skip it (or run it another number of times), "
+                        f"and the program hangs",
+                    )
+                )
+                return
 
     def exec_stmt(self, stmt: cst.CSTNode) -> None:
         if isinstance(stmt, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
             for small in stmt.body:
                 self.exec_small(small, stmt)
         elif isinstance(stmt, cst.FunctionDef):
-            self.frame.env[stmt.name.value] = FunctionValue(stmt, stmt.name.value)
+            owner = self.frame.owner if self.frame.function is None else None  # a method: defined in a class body
+            self.frame.env[stmt.name.value] = FunctionValue(stmt, stmt.name.value, self.scope, owner)
             if not self.inline_stack:  # nested functions are checked on their own too
-                self.functions.append(stmt)
+                self.functions.append((stmt, self.scope, owner))
         elif isinstance(stmt, cst.ClassDef):
-            self.frame.env[stmt.name.value] = UNKNOWN
-            if not self.inline_stack:
-                for item in _body(stmt):
-                    if isinstance(item, cst.FunctionDef):
-                        self.functions.append(item)
+            self.exec_class(stmt)
         elif isinstance(stmt, cst.If):
             self.exec_if(stmt)
         elif isinstance(stmt, (cst.For, cst.While)):
@@ -149,17 +341,30 @@ class Interpreter:
         elif isinstance(stmt, cst.With):
             self.exec_with(stmt)
         elif isinstance(stmt, cst.Try):
-            self.exec_block(_body(stmt))
-            for handler in stmt.handlers:
-                self.exec_block(_body(handler))
-            if stmt.orelse is not None:
-                self.exec_block(_body(stmt.orelse))
-            if stmt.finalbody is not None:
-                self.exec_block(_body(stmt.finalbody))
+            self.exec_try(stmt)
         elif isinstance(stmt, cst.IndentedBlock):
             self.exec_block(stmt.body)
         elif isinstance(stmt, cst.BaseSmallStatement):
             self.exec_small(stmt, None)
+
+    def exec_try(self, node: cst.Try) -> None:
+        """Handlers run (approximately) from the state the body left; `finally` runs on every path."""
+        self.exec_block(_body(node))
+        body_ended = self.frame.ended()
+        handlers_ended = []
+        for handler in node.handlers:
+            self.frame.exited = self.frame.jumped = False
+            self.exec_block(_body(handler))
+            handlers_ended.append(self.frame.ended())
+        self.frame.exited = self.frame.jumped = False
+        if node.orelse is not None and not body_ended:
+            self.exec_block(_body(node.orelse))
+            body_ended = self.frame.ended()
+            self.frame.exited = self.frame.jumped = False
+        if node.finalbody is not None:
+            self.exec_block(_body(node.finalbody))
+        if body_ended == "exited" and all(e == "exited" for e in handlers_ended):
+            self.frame.exited = True
 
     def exec_small(self, small: cst.BaseSmallStatement, line: cst.SimpleStatementLine | None) -> None:
         if isinstance(small, cst.Expr):
@@ -169,9 +374,11 @@ class Interpreter:
             for target in small.targets:
                 self.assign(target.target, value, small.value)
         elif isinstance(small, cst.AnnAssign):
-            value = self.eval(small.value) if small.value is not None else UNKNOWN
             declared = calls.annotation_type(self, small.annotation.annotation)
-            if declared is not None and small.value is not None:
+            if small.value is None:
+                return  # a declaration binds nothing (a class-level one types the attribute: exec_class)
+            value = self.eval(small.value)
+            if declared is not None:
                 value = calls.check_declared(self, value, declared, small, "SPMD401", "annotated variable")
             self.assign(small.target, value, small.value)
         elif isinstance(small, cst.AugAssign):
@@ -179,6 +386,9 @@ class Interpreter:
         elif isinstance(small, cst.Return):
             value = self.eval(small.value) if small.value is not None else NONE
             self.frame.returns.append((value, small))
+            self.frame.exited = True
+        elif isinstance(small, (cst.Break, cst.Continue)):
+            self.frame.jumped = True
         elif isinstance(small, (cst.Import, cst.ImportFrom)):
             self.exec_import(small)
         elif isinstance(small, cst.Del):
@@ -187,6 +397,31 @@ class Interpreter:
             for child in small.children:
                 if isinstance(child, cst.BaseExpression):
                     self.eval(child)
+            if isinstance(small, cst.Raise):
+                self.frame.exited = True
+
+    def exec_class(self, node: cst.ClassDef) -> None:
+        """A class body runs once, in its own namespace; methods are checked with `self` an instance."""
+        bases = tuple(self.eval(arg.value) for arg in node.bases if arg.keyword is None and not arg.star)
+        cls = ClassValue(node.name.value, node, self.scope, bases, {}, {})
+        saved = self.frame
+        self.frame = Frame({}, saved.globals if saved.function is None else saved.globals, owner=cls)
+        # names of the enclosing scope stay visible while the class body runs (they are globals there)
+        if saved.function is not None:
+            self.frame.globals = {**saved.globals, **saved.env}
+        try:
+            for item in _body(node):
+                if isinstance(item, cst.SimpleStatementLine):
+                    for small in item.body:
+                        if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name):
+                            declared = calls.annotation_type(self, small.annotation.annotation)
+                            if declared:
+                                cls.declared[small.target.value] = declared
+                self.exec_stmt(item)
+            cls.namespace.update(self.frame.env)
+        finally:
+            self.frame = saved
+        self.frame.env[node.name.value] = cls
 
     def exec_import(self, node: cst.Import | cst.ImportFrom) -> None:
         if isinstance(node, cst.Import):
@@ -194,24 +429,64 @@ class Interpreter:
                 dotted = self.ctx.code_of(alias.name)
                 if alias.asname is not None:
                     local = self.ctx.code_of(alias.asname.name)
-                    self.frame.env[local] = ModuleRef(dotted)
+                    self.frame.env[local] = self._module_named(dotted)
                     self._note_spmd_alias(dotted, local)
                 else:
                     head = dotted.split(".")[0]
-                    self.frame.env[head] = ModuleRef(head)
+                    self.frame.env[head] = self._module_named(head)
             return
-        if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
-            if not isinstance(node.names, cst.ImportStar):
-                for alias in node.names:
-                    local = self.ctx.code_of(alias.asname.name) if alias.asname else self.ctx.code_of(alias.name)
-                    self.frame.env[local] = UNKNOWN
+        if isinstance(node.names, cst.ImportStar):
             return
-        module = self.ctx.code_of(node.module)
+        level = len(node.relative)
+        written = self.ctx.code_of(node.module) if node.module is not None else None
+        module = resolve_import(self.ctx.module_file, written, level) if self.ctx.module_file else written
+        if level and module is None:
+            module = None  # beyond the top-level package, or a relative import in a lone file
         for alias in node.names:
             name = self.ctx.code_of(alias.name)
             local = self.ctx.code_of(alias.asname.name) if alias.asname else name
-            self.frame.env[local] = ModuleRef(f"{module}.{name}")
+            if module is None:
+                self.frame.env[local] = UNKNOWN
+                continue
+            self.frame.env[local] = self._imported(module, name, relative=level > 0)
             self._note_spmd_alias(f"{module}.{name}", local)
+
+    def _module_named(self, dotted: str) -> Value:
+        kind = self.importer.kind(dotted) if self.importer is not None else None
+        if kind == "checked":
+            self.importer.load(dotted)  # type: ignore[union-attr]
+        return ModuleValue(dotted) if kind is not None else ModuleRef(dotted)
+
+    def _imported(self, module: str, name: str, relative: bool) -> Value:
+        """`from module import name`: a checked module's own value, a checked submodule, or a qualified name.
+
+        Names from a library module stay lazy (see LazyImport): most are never called with typed values.
+        """
+        kind = self.importer.kind(module) if self.importer is not None else None
+        if kind == "library":
+            return LazyImport(module, name)
+        if kind == "checked":
+            return self.module_attribute(module, name)
+        sub = self.importer.kind(f"{module}.{name}") if self.importer is not None else None
+        if sub is not None:
+            return self._module_named(f"{module}.{name}")
+        return UNKNOWN if relative else ModuleRef(f"{module}.{name}")
+
+    def module_attribute(self, module: str, name: str) -> Value:
+        scope = self.importer.load(module) if self.importer is not None else None
+        if scope is not None and name in scope.globals:
+            return self.resolve_lazy(scope.globals[name])
+        if self.importer is not None and self.importer.kind(f"{module}.{name}") is not None:
+            return self._module_named(f"{module}.{name}")
+        return UNKNOWN  # a module without that name (or still running: an import cycle)
+
+    def resolve_lazy(self, value: Value) -> Value:
+        """A name imported from a library module: load the library now that the value is needed."""
+        for _ in range(8):  # re-exports of re-exports
+            if not isinstance(value, LazyImport):
+                return value
+            value = self.module_attribute(value.module, value.name)
+        return UNKNOWN
 
     def _note_spmd_alias(self, qualname: str, local: str) -> None:
         if qualname == "spmd_types":
@@ -238,13 +513,28 @@ class Interpreter:
 
     def exec_if(self, node: cst.If) -> None:
         test = self.eval(node.test)
+        self._exec_if(node, test)
+        self.last_test = test
+
+    def _exec_if(self, node: cst.If, test: Value) -> None:
+        if isinstance(test, Literal) and self.inline_stack:
+            # In a call with known arguments a constant condition picks its branch (a `reduce_results=True`
+            # default selects the reduction). Functions checked on their own keep both branches: there a
+            # module constant stands for a setting that may change.
+            taken = node.body if test.value else node.orelse
+            if isinstance(taken, cst.If):
+                self.exec_if(taken)
+            elif taken is not None:
+                self.exec_block(_body(taken))
+            return
         ref = self.ctx.site(node)
         before = dict(self.frame.env)
         start = len(self.collectives)
         self.exec_block(_body(node))
         in_if = self.collectives[start:]
-        after_if = self.frame.env
+        after_if, if_ended = self.frame.env, self.frame.ended()
         self.frame.env = dict(before)
+        self.frame.exited = self.frame.jumped = False
         middle = len(self.collectives)
         if node.orelse is not None:
             if isinstance(node.orelse, cst.If):
@@ -253,16 +543,32 @@ class Interpreter:
                 self.exec_block(_body(node.orelse))
         in_else = self.collectives[middle:]
         if isinstance(test, RankValue):
-            self._check_rank_branch(node, in_if, in_else)
-        after_else = self.frame.env
+            self._check_rank_branch(node, test, in_if, in_else)
+        after_else, else_ended = self.frame.env, self.frame.ended()
+        if if_ended and else_ended:
+            # nothing after the `if` runs on either path (return/raise, or break/continue in a loop)
+            self.frame.exited = if_ended == "exited" and else_ended == "exited"
+            self.frame.jumped = not self.frame.exited
+            return
+        self.frame.exited = self.frame.jumped = False
+        if if_ended or else_ended:
+            # only the arm that falls through reaches the code after the `if`
+            self.frame.env = after_else if if_ended else after_if
+            return
         merged: dict[str, Value] = {}
         for name in set(after_if) | set(after_else):
             a, b = after_if.get(name, UNKNOWN), after_else.get(name, UNKNOWN)
             merged[name] = join(a, b, ref)
         self.frame.env = merged
 
-    def _check_rank_branch(self, node: cst.If, in_if: list, in_else: list) -> None:
-        """Collectives must be called by every rank of their group: a rank-dependent branch may not differ."""
+    def _check_rank_branch(self, node: cst.If, test: RankValue, in_if: list, in_else: list) -> None:
+        """Collectives must be called by every rank of their group: a rank-dependent branch may not differ.
+
+        Only collectives whose group the condition splits count: a condition on the tp rank is the same
+        on every rank of a dp group, and `rank in ranks_of(g)` is the same on every member of g.
+        """
+        in_if = [c for c in in_if if test.diverges_along(c[1])]
+        in_else = [c for c in in_else if test.diverges_along(c[1])]
         if_keys = [(api, axis) for api, axis, _ in in_if]
         else_keys = [(api, axis) for api, axis, _ in in_else]
         if if_keys == else_keys:
@@ -287,9 +593,20 @@ class Interpreter:
     def exec_loop(self, node: cst.For | cst.While) -> None:
         if isinstance(node, cst.For):
             iterable = self.eval(node.iter)
-            item = _element_of(iterable)
+            item = iterable if isinstance(iterable, RankValue) else _element_of(iterable)
+            bound = iterable
         else:
-            self.eval(node.test)
+            bound = self.eval(node.test)
+            item = UNKNOWN
+        depth = len(self.divergent)
+        if isinstance(bound, RankValue):
+            self.divergent.append((bound, node))  # a rank-dependent trip count
+        try:
+            self._exec_loop(node, item)
+        finally:
+            del self.divergent[depth:]
+
+    def _exec_loop(self, node: cst.For | cst.While, item: Value) -> None:
         ref = self.ctx.site(node)
         # Iterate to a fixed point (bounded): a loop body may run zero or more times.
         for _ in range(4):
@@ -297,6 +614,9 @@ class Interpreter:
             if isinstance(node, cst.For):
                 self.assign(node.target, item, None)
             self.exec_block(_body(node))
+            if self.frame.exited:  # the body returned: after the loop is the path where it did not
+                self.frame.env = before
+            self.frame.exited = self.frame.jumped = False
             merged = {
                 n: join(before.get(n, UNKNOWN), self.frame.env.get(n, UNKNOWN), ref)
                 for n in set(before) | set(self.frame.env)
@@ -348,6 +668,7 @@ class Interpreter:
     def assign(self, target: cst.BaseExpression, value: Value, value_node: cst.CSTNode | None) -> None:
         if isinstance(target, cst.Name):
             self.frame.env[target.value] = value
+            self.frame.rebound.add(target.value)
         elif isinstance(target, (cst.Tuple, cst.List)):
             items = _unpack(value, len(target.elements))
             for element, item in zip(target.elements, items):
@@ -359,19 +680,67 @@ class Interpreter:
         elif isinstance(target, cst.Subscript):
             calls.setitem(self, target, value, value_node)
         elif isinstance(target, cst.Attribute):
+            owner = self.eval(target.value)
+            if isinstance(owner, InstanceValue):
+                declared = owner.cls.declared_type(target.attr.value)
+                if declared and value_node is not None:
+                    value = calls.check_declared(self, value, declared, value_node, "SPMD401", "annotated attribute")
+                owner.attrs[target.attr.value] = value
+                return
             key = _attr_path(target)
             if key is not None:
                 self.frame.env[key] = value
-            self.eval(target.value)
 
     def rebind(self, node: cst.CSTNode | None, value: Value) -> None:
-        """An op changed the type of the tensor named by `node` (in place, assert_type)."""
+        """An op changed the type of the tensor named by `node` (in place, assert_type).
+
+        While a call is typed once per alternative of a branch-dependent operand, the write is
+        only recorded: `join_effects` then binds the target to what every alternative wrote.
+        """
+        if self.effects is not None:
+            self.effects.append((node, value))
+            return
+        self._write(node, value)
+
+    def join_effects(self, per_alternative: list[tuple[list[tuple[cst.CSTNode | None, Value]], tuple]]) -> None:
+        """Apply the writes of a call typed once per alternative: a target written differently keeps them all."""
+        targets: dict[str, cst.CSTNode] = {}
+        written: dict[str, dict[int, Value]] = {}
+        for i, (effects, _) in enumerate(per_alternative):
+            for node, value in effects:
+                key = _target_key(node)
+                if key is not None and node is not None:
+                    targets[key] = node
+                    written.setdefault(key, {})[i] = value
+        for key, by_alternative in written.items():
+            current = self.frame.env.get(key, UNKNOWN)  # what the alternatives that did not write keep
+            values = [(by_alternative.get(i, current), path) for i, (_, path) in enumerate(per_alternative)]
+            self.rebind(targets[key], alternatives_of(values))
+
+    def _write(self, node: cst.CSTNode | None, value: Value) -> None:
         if isinstance(node, cst.Name):
-            self.frame.env[node.value] = value
+            name = node.value
+            self.frame.env[name] = value
+            if name in self.frame.param_effects or (
+                self.call_sites and name not in self.frame.rebound and _is_param(self.frame.function, name)
+            ):
+                self.frame.param_effects[name] = value  # the caller's object changed too
         elif isinstance(node, cst.Attribute):
+            owner = self._object_of(node.value)
+            if isinstance(owner, InstanceValue):
+                owner.attrs[node.attr.value] = value
+                return
             key = _attr_path(node)
             if key is not None:
                 self.frame.env[key] = value
+
+    def _object_of(self, node: cst.BaseExpression) -> Value:
+        """What a name or attribute chain denotes, without evaluating anything that could act."""
+        if isinstance(node, cst.Name):
+            return self.lookup(node.value)
+        if isinstance(node, cst.Attribute):
+            return self.object_attribute(self._object_of(node.value), node.attr.value)
+        return UNKNOWN
 
     # ------------------------------------------------------------ expressions
     def eval(self, node: cst.BaseExpression) -> Value:
@@ -391,16 +760,30 @@ class Interpreter:
         return _BUILTINS.get(name, UNKNOWN)
 
     def eval_Name(self, node: cst.Name) -> Value:
-        return self.resolve_ref(self.lookup(node.value))
+        return self.resolve_lazy(self.resolve_ref(self.lookup(node.value)))
+
+    def eval_callee(self, node: cst.BaseExpression) -> Value:
+        """The function of a call: a library name stays lazy (the call decides whether to follow it)."""
+        if isinstance(node, cst.Name):
+            return self.resolve_ref(self.lookup(node.value))
+        if isinstance(node, cst.Attribute):
+            base = self.eval(node.value)
+            if isinstance(base, ModuleValue):
+                return self.object_attribute(base, node.attr.value)
+        return self.eval(node)
 
     def resolve_ref(self, value: Value) -> Value:
-        """A module attribute that names a type constant is that type."""
+        """A module attribute that names a type constant is that type; one naming a @model, the model."""
         if isinstance(value, ModuleRef):
             rule = self.ctx.registry.lookup(value.qualname)
+            if rule is not None and rule.model_path is not None:
+                return self.model_of(rule)
             if rule is not None and rule.const_type is not None:
                 from spmdcheck.rules.typespec import parse_axis_type
 
                 return TypeValue(parse_axis_type(rule.const_type))
+            if rule is not None and rule.const_str is not None:
+                return Literal(rule.const_str)  # a stub's string constant: an enum member naming an axis
         return value
 
     def eval_Attribute(self, node: cst.Attribute) -> Value:
@@ -409,6 +792,13 @@ class Interpreter:
             return self.frame.env[key]
         base = self.eval(node.value)
         attr = node.attr.value
+        if isinstance(base, (ModuleValue, InstanceValue, ClassValue)):
+            return self.resolve_lazy(self.object_attribute(base, attr))
+        if isinstance(base, SuperValue):
+            found = base.cls.lookup(attr, after=base.cls) if isinstance(base.cls, ClassValue) else None
+            if isinstance(found, FunctionValue):
+                return MethodValue(found, base.receiver)
+            return UNKNOWN
         if isinstance(base, ModuleRef):
             return self.resolve_ref(ModuleRef(f"{base.qualname}.{attr}"))
         if isinstance(base, (TensorValue, Alternatives)):
@@ -423,8 +813,31 @@ class Interpreter:
             return BoundMethod(base, f"torch.distributed.device_mesh.DeviceMesh.{attr}")
         return UNKNOWN
 
+    def object_attribute(self, base: Value, attr: str) -> Value:
+        """An attribute of a checked module, class or object (no side effects: safe to call anywhere)."""
+        if isinstance(base, ModuleValue):
+            if self.importer is not None and self.importer.kind(base.name) == "library":
+                return LazyImport(base.name, attr)
+            return self.module_attribute(base.name, attr)
+        if isinstance(base, InstanceValue):
+            if attr in base.attrs:
+                return base.attrs[attr]
+            found = base.cls.lookup(attr)
+            if isinstance(found, FunctionValue):
+                return MethodValue(found, base) if calls.takes_self(found.node) else found
+            if found is not None:
+                return found
+            declared = base.cls.declared_type(attr)
+            if declared:
+                return TensorValue(SpmdType(declared), GradState.UNKNOWN, None)
+            return UNKNOWN
+        if isinstance(base, ClassValue):
+            found = base.lookup(attr)
+            return found if found is not None else UNKNOWN
+        return UNKNOWN
+
     def eval_Call(self, node: cst.Call) -> Value:
-        func = self.eval(node.func)
+        func = self.eval_callee(node.func)
         args: list[tuple[str | None, Value, cst.BaseExpression]] = []
         for arg in node.args:
             value = self.eval(arg.value)
@@ -458,6 +871,8 @@ class Interpreter:
 
     def eval_UnaryOperation(self, node: cst.UnaryOperation) -> Value:
         operand = self.eval(node.expression)
+        if isinstance(node.operator, cst.Not) and isinstance(operand, Literal):
+            return Literal(not operand.value)
         if isinstance(node.operator, cst.Minus) and isinstance(operand, (TensorValue, Alternatives)):
             return calls.call_method(self, operand, f"{TENSOR}.__neg__", [], node, receiver_node=node.expression)
         if (
@@ -467,19 +882,25 @@ class Interpreter:
         ):
             return Literal(-operand.value)
         if isinstance(operand, RankValue):
-            return RANK
+            return operand
         if isinstance(operand, (TensorValue, Alternatives)) and isinstance(node.operator, cst.BitInvert):
             return calls.call_method(self, operand, f"{TENSOR}.__invert__", [], node, receiver_node=node.expression)
         return UNKNOWN
 
     def eval_Comparison(self, node: cst.Comparison) -> Value:
         left = self.eval(node.left)
-        result: Value = RANK if isinstance(left, RankValue) else UNKNOWN
+        result: Value = left if isinstance(left, RankValue) else UNKNOWN
         for target in node.comparisons:
             right = self.eval(target.comparator)
             dunder = _CMP_DUNDER.get(type(target.operator))
-            if isinstance(right, RankValue):
-                result = RANK
+            if isinstance(right, MembersValue) and isinstance(target.operator, (cst.In, cst.NotIn)):
+                # `rank in ranks_of(g)`: the same answer on every member of g (Megatron's membership guard);
+                # a group we cannot name leaves the relation unknown, and unknown is silent
+                result = RankValue(None, frozenset({right.axis})) if right.axis is not None else RankValue(frozenset())
+            elif isinstance(right, RankValue):
+                result = right.combine(result) if isinstance(result, RankValue) else right
+            elif isinstance(left, Literal) and isinstance(right, Literal) and len(node.comparisons) == 1:
+                result = _fold_comparison(target.operator, left.value, right.value)
             if dunder and isinstance(left, (TensorValue, Alternatives)):
                 result = calls.call_method(
                     self, left, f"{TENSOR}.{dunder}", [(None, right, target.comparator)], node, receiver_node=node.left
@@ -489,10 +910,18 @@ class Interpreter:
 
     def eval_BooleanOperation(self, node: cst.BooleanOperation) -> Value:
         left, right = self.eval(node.left), self.eval(node.right)
-        return RANK if isinstance(left, RankValue) or isinstance(right, RankValue) else UNKNOWN
+        if isinstance(left, Literal) and isinstance(right, Literal):
+            if isinstance(node.operator, cst.And):
+                return left if not left.value else right
+            return left if left.value else right
+        if isinstance(left, RankValue):
+            return left.combine(right)
+        return right if isinstance(right, RankValue) else UNKNOWN
 
     def eval_IfExp(self, node: cst.IfExp) -> Value:
-        self.eval(node.test)
+        test = self.eval(node.test)
+        if isinstance(test, Literal) and self.inline_stack:
+            return self.eval(node.body if test.value else node.orelse)
         return join(self.eval(node.body), self.eval(node.orelse), self.ctx.site(node))
 
     def eval_Subscript(self, node: cst.Subscript) -> Value:
@@ -561,10 +990,34 @@ class Interpreter:
         return UNKNOWN
 
     def eval_ListComp(self, node: cst.ListComp) -> Value:
-        return UNKNOWN
+        return self._comprehension(node)
 
     def eval_GeneratorExp(self, node: cst.GeneratorExp) -> Value:
+        return self._comprehension(node)
+
+    def eval_SetComp(self, node: cst.SetComp) -> Value:
+        self._comprehension(node)
         return UNKNOWN
+
+    def _comprehension(self, node: cst.ListComp | cst.GeneratorExp | cst.SetComp) -> Value:
+        """The element once, its loop variables bound to an element of each iterable: a list of such items.
+
+        The loop variables do not leak (Python 3 scoping); what the element does to objects stays.
+        """
+        saved = self.frame.env
+        self.frame.env = dict(saved)
+        try:
+            clause: cst.CompFor | None = node.for_in
+            while clause is not None:
+                iterable = self.eval(clause.iter)
+                self.assign(clause.target, _element_of(iterable), None)
+                for cond in clause.ifs:
+                    self.eval(cond.test)
+                clause = clause.inner_for_in
+            item = self.eval(node.elt)
+        finally:
+            self.frame.env = saved
+        return Homogeneous(item)
 
     def eval_Await(self, node: cst.Await) -> Value:
         return self.eval(node.expression)
@@ -576,8 +1029,32 @@ class Interpreter:
 
     # ---------------------------------------------------------------- helpers
     def report(self, finding: Finding) -> None:
-        if self.checking:
-            self.ctx.report(finding)
+        if not self.checking:
+            return
+        if self.ctx.stub:
+            finding = self._at_library_call(finding)
+            if finding is None:
+                return
+            ctx = finding.origin
+            finding.origin = None
+            ctx.report(finding)
+            return
+        if self.call_sites and not finding.call_chain and any(ctx is not self.ctx for ctx, _ in self.call_sites):
+            # types came from another file: name the calls that brought them here, innermost first
+            finding.call_chain = tuple(ctx.site(call) for ctx, call in reversed(self.call_sites))
+        self.ctx.report(finding)
+
+    def _at_library_call(self, finding: Finding) -> Finding | None:
+        """A finding inside a library model belongs to the user's call into the library."""
+        for i in range(len(self.call_sites) - 1, -1, -1):
+            ctx, call = self.call_sites[i]
+            if not ctx.stub:
+                name = self.inline_stack[i].name.value
+                moved = Finding(finding.code, call, f"in library code `{name}`: {finding.message}")
+                moved.origin = ctx
+                moved.severity = finding.severity
+                return moved
+        return None
 
     def result_grad(self, grads: Sequence[GradState]) -> GradState:
         if not self.grad_enabled:
@@ -585,8 +1062,14 @@ class Interpreter:
         return GradState.join(grads) if grads else GradState.NO
 
     def factory_tensor(self, rank: int | None, grad: GradState, typed: bool) -> TensorValue:
-        """A deterministic factory's result: R on every axis of the mesh in scope."""
-        axes = {a: AxisType(Kind.R) for a in self.mesh} if typed else {}
+        """A deterministic factory's result: R on every axis of the mesh in scope.
+
+        spmd_types types a factory only while its checking mode runs. The configured mesh is an assumption
+        about code that uses spmd_types; a file that never imports it (a test building inputs, unannotated
+        library code) gives no sign that its tensors are made under checking: they stay untyped there.
+        """
+        assumed = self.mesh == self.ctx.options.mesh and not self.ctx.imports_spmd_types
+        axes = {a: AxisType(Kind.R) for a in self.mesh} if typed and not assumed else {}
         return TensorValue(SpmdType(axes), grad, rank)
 
 
@@ -616,6 +1099,57 @@ def _attr_path(node: cst.BaseExpression) -> str | None:
     if isinstance(node, cst.Name):
         parts.append(node.value)
         return ".".join(reversed(parts))
+    return None
+
+
+_FOLDABLE = {
+    cst.Equal: lambda a, b: a == b,
+    cst.NotEqual: lambda a, b: a != b,
+    cst.Is: lambda a, b: a is b,
+    cst.IsNot: lambda a, b: a is not b,
+    cst.LessThan: lambda a, b: a < b,
+    cst.LessThanEqual: lambda a, b: a <= b,
+    cst.GreaterThan: lambda a, b: a > b,
+    cst.GreaterThanEqual: lambda a, b: a >= b,
+}
+
+
+def _fold_comparison(op: cst.BaseCompOp, a: object, b: object) -> Value:
+    """Two constants compared (`weight is None` with the default None): the answer, to pick a branch."""
+    fold = _FOLDABLE.get(type(op))
+    if fold is None or not all(isinstance(v, (int, float, str, bool, type(None))) for v in (a, b)):
+        return UNKNOWN
+    try:
+        return Literal(bool(fold(a, b)))
+    except TypeError:
+        return UNKNOWN
+
+
+def _always_exits(block: cst.CSTNode) -> bool:
+    """The block ends in return/raise/continue/break on every path."""
+    body = _body(block)
+    if not body:
+        return False
+    last = body[-1]
+    if isinstance(last, cst.SimpleStatementLine):
+        return any(isinstance(s, (cst.Return, cst.Raise, cst.Continue, cst.Break)) for s in last.body)
+    if isinstance(last, cst.If):
+        return last.orelse is not None and _always_exits(last.body) and _always_exits(last.orelse)
+    return False
+
+
+def _is_param(fn: cst.FunctionDef | None, name: str) -> bool:
+    if fn is None:
+        return False
+    params = fn.params
+    return any(p.name.value == name for p in (*params.posonly_params, *params.params, *params.kwonly_params))
+
+
+def _target_key(node: cst.CSTNode | None) -> str | None:
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        return _attr_path(node)
     return None
 
 

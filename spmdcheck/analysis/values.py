@@ -42,10 +42,40 @@ NUMBER = PyNumber()
 
 @dataclass(frozen=True)
 class RankValue(Value):
-    """A Python value that differs across ranks (dist.get_rank(), and anything computed from it)."""
+    """A Python value that differs across ranks (dist.get_rank(), and anything computed from it).
+
+    `varies`: the mesh axes along which it differs (None: along every axis, like the global rank).
+    `invariant`: axes along which it is known to be the same (`rank in ranks_of(group)` is the same
+    on every member of the group). A collective on axis `a` under a condition on this value runs on
+    only some ranks of its group when `diverges_along(a)`.
+    """
+
+    varies: frozenset[str] | None = None
+    invariant: frozenset[str] = frozenset()
+
+    def diverges_along(self, axis: str | None) -> bool:
+        if axis is not None and axis in self.invariant:
+            return False
+        if self.varies is None:
+            return axis is not None or not self.invariant
+        return axis is not None and axis in self.varies
+
+    def combine(self, other: Value) -> RankValue:
+        """A value computed from this one and `other` (arithmetic, comparison, and/or)."""
+        if not isinstance(other, RankValue):
+            return self
+        varies = None if self.varies is None or other.varies is None else self.varies | other.varies
+        return RankValue(varies, self.invariant & other.invariant)
 
 
 RANK = RankValue()
+
+
+@dataclass(frozen=True)
+class MembersValue(Value):
+    """The ranks of a group (`dist.get_process_group_ranks(g)`): membership is the same on all of them."""
+
+    axis: str | None
 
 
 @dataclass(frozen=True)
@@ -63,6 +93,9 @@ class TensorValue(Value):
     # (axis, site) of the reduction that made this value R/I there: named when it is reduced again.
     # Provenance only: it does not take part in equality, so it never splits a join.
     reduced_at: tuple[tuple[str, int], ...] = field(default=(), compare=False, hash=False)
+    # A leaf of the autograd graph (a factory's result, an nn.Parameter): it has no upstream history, so
+    # a raw collective writing into it (a receive buffer) cuts nothing. Provenance: not part of equality.
+    leaf: bool = field(default=False, compare=False, hash=False)
 
     @property
     def typed(self) -> bool:
@@ -107,6 +140,13 @@ class Seq(Value):
 
 
 @dataclass(frozen=True)
+class Chain(Value):
+    """Modules applied in order when called (`nn.Sequential(a, b)(x)` is `b(a(x))`)."""
+
+    items: tuple[Value, ...]
+
+
+@dataclass(frozen=True)
 class Homogeneous(Value):
     """A sequence of unknown length whose items share one value (split, chunk)."""
 
@@ -145,10 +185,96 @@ class BoundMethod(Value):
 
 @dataclass(frozen=True)
 class FunctionValue(Value):
-    """A function defined in the file being checked."""
+    """A function defined in a checked file."""
 
     node: cst.FunctionDef
     qualname: str
+    scope: Any = field(default=None, compare=False, hash=False)  # the Scope it was defined in
+    owner: Any = field(default=None, compare=False, hash=False)  # the ClassValue of a method
+
+
+@dataclass(frozen=True)
+class LazyImport(Value):
+    """`name` imported from a library module of the program, not loaded yet."""
+
+    module: str
+    name: str
+
+
+@dataclass(frozen=True)
+class ModuleValue(Value):
+    """A checked module of the program (its top-level names are known)."""
+
+    name: str
+
+
+@dataclass(eq=False)
+class ClassValue(Value):
+    """A class defined in a checked file. Identity is the class: two evaluations are one class."""
+
+    name: str
+    node: cst.ClassDef
+    scope: Any
+    bases: tuple[Value, ...]
+    namespace: dict[str, Value]
+    declared: dict[str, Any]  # attribute -> declared SPMD axes (class-level annotations)
+
+    def mro(self) -> list[ClassValue]:
+        out: list[ClassValue] = []
+        for cls in [self, *(c for b in self.bases if isinstance(b, ClassValue) for c in b.mro())]:
+            if cls not in out:
+                out.append(cls)
+        return out
+
+    def lookup(self, name: str, after: ClassValue | None = None) -> Value | None:
+        chain = self.mro()
+        if after is not None and after in chain:
+            chain = chain[chain.index(after) + 1 :]
+        for cls in chain:
+            if name in cls.namespace:
+                return cls.namespace[name]
+        return None
+
+    def declared_type(self, name: str) -> Any:
+        for cls in self.mro():
+            if name in cls.declared:
+                return cls.declared[name]
+        return None
+
+
+@dataclass(eq=False)
+class InstanceValue(Value):
+    """An object of a checked class: its attributes as the analysis has seen them assigned."""
+
+    cls: ClassValue
+    attrs: dict[str, Value] = field(default_factory=dict)
+
+    def snapshot(self) -> tuple:
+        """The object's state as a memo key: its class and attributes (copies of one object share it)."""
+        return (id(self.cls), tuple(sorted(self.attrs.items(), key=lambda kv: kv[0])))
+
+
+@dataclass(frozen=True)
+class MethodValue(Value):
+    """`obj.method`: a checked function with its receiver."""
+
+    func: FunctionValue
+    receiver: Value
+
+
+@dataclass(frozen=True)
+class SuperValue(Value):
+    """`super()` inside a method of `cls`."""
+
+    cls: ClassValue
+    receiver: Value
+
+
+@dataclass(frozen=True)
+class BuiltinValue(Value):
+    """A builtin the analysis models (`super`, `isinstance`)."""
+
+    name: str
 
 
 @dataclass(frozen=True)
@@ -182,6 +308,27 @@ def join(a: Value, b: Value, branch_ref: int | None = None) -> Value:
 MAX_ALTERNATIVES = 4
 
 
+def alternatives_of(values: list[tuple[Value, tuple[Branch, ...]]]) -> Value:
+    """One value per branch path -> a single value, Alternatives, or UNKNOWN when they are not tensors."""
+    merged: list[tuple[TensorValue, tuple[Branch, ...]]] = []
+    for value, path in values:
+        if isinstance(value, Alternatives):
+            options = [(t, (*path, *p)) for t, p in value.options]
+        elif isinstance(value, TensorValue):
+            options = [(value, path)]
+        else:
+            first = values[0][0]
+            return first if all(v == first for v, _ in values) else UNKNOWN
+        for t, p in options:
+            if not any(t == m for m, _ in merged):
+                merged.append((t, p))
+    if len(merged) == 1:
+        return merged[0][0]
+    if len(merged) <= MAX_ALTERNATIVES:
+        return Alternatives(tuple(merged))
+    return _widen([t for t, _ in merged])
+
+
 def _tensorish(v: Value) -> bool:
     return isinstance(v, (TensorValue, Alternatives))
 
@@ -204,3 +351,22 @@ def _widen(values: list[TensorValue]) -> TensorValue:
         grads.pop() if len(grads) == 1 else GradState.UNKNOWN,
         ranks.pop() if len(ranks) == 1 else None,
     )
+
+
+def carries_types(value: Value | None, depth: int = 3) -> bool:
+    """Whether a value holds SPMD information a callee could misuse (a typed or grad-carrying tensor)."""
+    if value is None or depth < 0:
+        return False
+    if isinstance(value, TensorValue):
+        return value.typed or value.grad is GradState.YES
+    if isinstance(value, Alternatives):
+        return True
+    if isinstance(value, Seq):
+        return any(carries_types(item, depth - 1) for item in value.items)
+    if isinstance(value, Homogeneous):
+        return carries_types(value.item, depth - 1)
+    if isinstance(value, DictValue):
+        return any(carries_types(item, depth - 1) for _, item, _ in value.items)
+    if isinstance(value, InstanceValue):
+        return any(carries_types(item, depth - 1) for item in value.attrs.values())
+    return isinstance(value, (ScalarValue, GroupValue, MeshValue))

@@ -1,7 +1,11 @@
-"""Turn findings into diagnostics: positions (resolved only for files with findings), messages, suppressions."""
+"""Turn findings into diagnostics: positions (resolved only for files with findings), messages.
+
+Suppression comments are applied afterwards (diagnostics/suppression.py).
+"""
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 
@@ -9,11 +13,9 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from spmdcheck.analysis.findings import Finding
-from spmdcheck.diagnostics.codes import CODES, lookup
+from spmdcheck.diagnostics.codes import CODES
 
 _SITE = re.compile(r"\{site:(\d+)\}")
-_NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Za-z0-9_\-, ]+))?", re.IGNORECASE)
-_IGNORE = re.compile(r"#\s*spmdcheck:\s*ignore(?:\[(?P<codes>[^\]]*)\])?", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -22,6 +24,8 @@ class SuggestionOut:
     replacement: str
     # where the replacement goes: (line, column, end_line, end_column), 1-based; None = advice only
     span: tuple[int, int, int, int] | None = field(default=None, compare=False)
+    # safe: does not change what the program computes (ruff's fix applicability); `--fix` alone applies these
+    safe: bool = field(default=False, compare=False)
 
 
 @dataclass
@@ -73,38 +77,101 @@ def make(
 def render(
     path: str, module: cst.Module, findings: list[Finding], sites: list[cst.CSTNode], source_lines: list[str]
 ) -> list[Diagnostic]:
+    """One file's findings (all in `module`) as diagnostics."""
     if not findings:
         return []
-    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    located = ProgramPositions()
+    located.add(None, path, module, source_lines)
+    return located.render(findings, [(node, None) for node in sites]).get(path, [])
 
-    def line_of(node: cst.CSTNode) -> int:
-        pos = positions.get(node)
-        return pos.start.line if pos is not None else 0
 
-    out: list[Diagnostic] = []
-    for f in findings:
-        pos = positions.get(f.node)
-        if pos is None:
-            continue
-        message = _SITE.sub(lambda m: f"line {line_of(sites[int(m.group(1))])}", f.message)
-        if f.branches:
-            message += " " + _branch_note(f, sites, line_of)
-        info = CODES[f.code]
-        diag = Diagnostic(
-            path,
-            pos.start.line,
-            pos.start.column + 1,
-            pos.end.line,
-            pos.end.column + 1,
-            f.code,
-            info.name,
-            f.severity or info.severity,
-            message,
-            [SuggestionOut(s.message, s.replacement, _span(positions, s.target)) for s in f.suggestions],
-        )
-        if not suppressed(diag, source_lines):
-            out.append(diag)
-    return out
+class ProgramPositions:
+    """Positions of the files of one program, resolved lazily: only files with findings pay for them."""
+
+    def __init__(self) -> None:
+        self._files: dict[int, tuple[str, cst.Module, list[str]]] = {}
+        self._positions: dict[int, object] = {}
+
+    def add(self, origin: object, path: str, module: cst.Module, source_lines: list[str]) -> None:
+        self._files[id(origin)] = (path, module, source_lines)
+
+    def _known(self, origin: object) -> int:
+        """The key of an origin's file: one added, or a file the analysis read on its own (a stub's model)."""
+        key = id(origin)
+        if key in self._files:
+            return key
+        module, path = getattr(origin, "module", None), getattr(origin, "path", None)
+        if isinstance(module, cst.Module) and isinstance(path, str):
+            self._files[key] = (path, module, [])
+            return key
+        return id(None)
+
+    def _table(self, origin: object):  # noqa: ANN202
+        key = id(origin)
+        if key not in self._positions:
+            module = self._files[key][1]
+            self._positions[key] = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+        return self._positions[key]
+
+    def render(self, findings: list[Finding], sites: list[tuple[cst.CSTNode, object]]) -> dict[str, list[Diagnostic]]:
+        out: dict[str, list[Diagnostic]] = {}
+        for f in findings:
+            key = id(f.origin) if id(f.origin) in self._files else id(None)
+            if key not in self._files:
+                continue
+            path, _, source_lines = self._files[key]
+            origin = f.origin if key == id(f.origin) else None
+            positions = self._table(origin)
+            pos = positions.get(f.node)
+            if pos is None:
+                continue  # a node the analysis made up (never in a module): nothing to point at
+
+            def where(ref: int, here: str = path) -> str:
+                node, site_origin = sites[ref]
+                site_key = self._known(site_origin)
+                if site_key not in self._files:
+                    return "another file"
+                site_pos = self._table(site_origin if site_key == id(site_origin) else None).get(node)
+                line = site_pos.start.line if site_pos is not None else 0
+                site_path = self._files[site_key][0]
+                return f"line {line}" if site_path == here else f"{_short(site_path)}:{line}"
+
+            message = _SITE.sub(lambda m: where(int(m.group(1))), f.message)
+            if f.branches:
+                message += " " + _branch_note(f, [n for n, _ in sites], functools.partial(_line, positions))
+            if f.call_chain:
+                message += " (" + ", ".join(f"called from {where(ref, '')}" for ref in f.call_chain) + ")"
+            info = CODES[f.code]
+            diag = Diagnostic(
+                path,
+                pos.start.line,
+                pos.start.column + 1,
+                pos.end.line,
+                pos.end.column + 1,
+                f.code,
+                info.name,
+                f.severity or info.severity,
+                message,
+                [SuggestionOut(s.message, s.replacement, _span(positions, s.target)) for s in f.suggestions],
+            )
+            out.setdefault(path, []).append(diag)
+        return out
+
+
+def _line(positions, node: cst.CSTNode) -> int:  # noqa: ANN001
+    pos = positions.get(node)
+    return pos.start.line if pos is not None else 0
+
+
+def _short(path: str) -> str:
+    """A file named in a message: relative to the working directory when it is below it."""
+    import os
+
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return path if rel.startswith("..") else rel
 
 
 def _span(positions, node: cst.CSTNode | None) -> tuple[int, int, int, int] | None:  # noqa: ANN001
@@ -132,24 +199,3 @@ def _branch_note(f: Finding, sites: list[cst.CSTNode], line_of) -> str:  # noqa:
         else:
             parts.append(f"when the `if` at line {line_of(node)} takes the {'if' if b.arm == 'if' else 'else'} branch")
     return "(" + "; ".join(parts) + ")"
-
-
-def suppressed(diag: Diagnostic, source_lines: list[str]) -> bool:
-    """`# noqa`, `# noqa: SPMD101`, `# spmdcheck: ignore[partial-through-nonlinear]` on the reported line."""
-    if not 0 < diag.line <= len(source_lines):
-        return False
-    text = source_lines[diag.line - 1]
-    if "#" not in text:
-        return False
-    for pattern in (_NOQA, _IGNORE):
-        m = pattern.search(text)
-        if m is None:
-            continue
-        codes = m.group("codes")
-        if codes is None or not codes.strip():
-            return True
-        for item in re.split(r"[,\s]+", codes.strip()):
-            info = lookup(item) if item else None
-            if info is not None and info.code == diag.code:
-                return True
-    return False
