@@ -110,7 +110,6 @@ def rank_dependent(*args: Any, **_kwargs: Any) -> Any:
     return _identity
 
 
-
 rank_of = _identity
 
 # Parametrised stub decorators: all are no-ops at run time.

@@ -86,6 +86,8 @@ _BUILTINS: dict[str, Value] = {
     "False": Literal(False),
     "None": NONE,
     "super": BuiltinValue("super"),
+    "tuple": BuiltinValue("tuple"),
+    "list": BuiltinValue("list"),
     **{name: BuiltinValue(name) for name in calls.RANK_PRESERVING_BUILTINS},
 }
 UNTYPED = TensorValue()  # a tensor spmd_types never typed (no_typecheck results)
@@ -159,6 +161,7 @@ class Interpreter:
         # rank-dependent conditions the code being run is under (early exits, loop bounds), with their node
         self.divergent: list[tuple[RankValue, cst.CSTNode]] = []
         self.last_test: Value = UNKNOWN  # the condition of the `if` that just ran
+        self.rank_branches = 0  # arms of rank-dependent `if`s being run (their collectives are compared)
         self.summaries: dict[tuple, Summary] = {}
         self._models: dict[str, Scope | None] = {}  # stub path -> its @model definitions
         self._instances: dict[int, InstanceValue] = {}  # class id -> the instance its methods are checked on
@@ -530,6 +533,14 @@ class Interpreter:
         ref = self.ctx.site(node)
         before = dict(self.frame.env)
         start = len(self.collectives)
+        ranked = int(isinstance(test, RankValue))
+        self.rank_branches += ranked
+        try:
+            self._exec_arms(node, test, ref, before, start)
+        finally:
+            self.rank_branches -= ranked
+
+    def _exec_arms(self, node: cst.If, test: Value, ref: int, before: dict[str, Value], start: int) -> None:
         self.exec_block(_body(node))
         in_if = self.collectives[start:]
         after_if, if_ended = self.frame.env, self.frame.ended()
@@ -833,6 +844,12 @@ class Interpreter:
             return UNKNOWN
         if isinstance(base, ClassValue):
             found = base.lookup(attr)
+            if found is None and attr == "apply":
+                # a torch.autograd.Function subclass: `Fn.apply(x)` runs its forward, `ctx` unknown.
+                # spmd_types' typecheck_forward, when the class has one, is the typed signature.
+                forward = base.lookup("typecheck_forward") or base.lookup("forward")
+                if isinstance(forward, FunctionValue):
+                    return MethodValue(forward, UNKNOWN)
             return found if found is not None else UNKNOWN
         return UNKNOWN
 
