@@ -11,7 +11,7 @@ import libcst as cst
 from spmdcheck.analysis import comms, ops, spmd_api
 from spmdcheck.analysis.binding import Arg, bind
 from spmdcheck.analysis.findings import Finding
-from spmdcheck.analysis.typeexpr import TypeExprError, type_dict
+from spmdcheck.analysis.typeexpr import TypeExprError, group_parameter, is_opaque_axis, type_dict
 from spmdcheck.analysis.values import (
     NUMBER,
     RANK,
@@ -575,7 +575,7 @@ def _check_axes(interp: Interpreter, axes: dict[str, AxisType], node: cst.CSTNod
     known = interp.ctx.known_axes
     out = {}
     for axis, t in axes.items():
-        if known and axis not in known:
+        if known and axis not in known and not is_opaque_axis(axis):
             interp.report(
                 Finding(
                     "SPMD003", node, f"unknown mesh axis {axis!r}; the mesh in scope has {', '.join(sorted(known))}"
@@ -639,6 +639,8 @@ def parameter_values(
                 value = interp.eval(p.default)
             else:
                 value = TensorValue(SpmdType(declared), GradState.UNKNOWN, None) if declared else UNKNOWN
+                if args is None and p.annotation is not None:
+                    value = group_parameter(name, interp.ctx.code_of(p.annotation.annotation)) or value
         else:
             value = given[0]
             if declared:

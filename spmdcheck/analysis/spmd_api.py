@@ -10,7 +10,14 @@ import libcst as cst
 from spmdcheck.analysis.binding import Bound
 from spmdcheck.analysis.findings import Finding, Suggestion
 from spmdcheck.analysis.ops import render_fix_call
-from spmdcheck.analysis.typeexpr import TypeDict, TypeExprError, axis_name, merge_type_dicts, type_dict
+from spmdcheck.analysis.typeexpr import (
+    TypeDict,
+    TypeExprError,
+    axis_name,
+    is_opaque_axis,
+    merge_type_dicts,
+    type_dict,
+)
 from spmdcheck.analysis.values import (
     UNKNOWN,
     Literal,
@@ -34,7 +41,7 @@ def asserted_axes(interp: Interpreter, td: TypeDict, node: cst.CSTNode) -> dict[
     axes = dict(td.axes)
     known = interp.ctx.known_axes
     for axis in list(axes):
-        if known and axis not in known:
+        if known and axis not in known and not is_opaque_axis(axis):
             interp.report(
                 Finding(
                     "SPMD003", node, f"unknown mesh axis {axis!r}; the mesh in scope has {', '.join(sorted(known))}"

@@ -103,3 +103,23 @@ def merge_type_dicts(parts: list[TypeDict]) -> TypeDict:
             axes[axis] = t
     return TypeDict(axes, bare, partial)
 
+
+
+def group_parameter_axis(param: str) -> str:
+    """The axis a ProcessGroup parameter spans, when the caller is not known: opaque but consistent.
+
+    Within one function, two uses of the parameter `group` are the same axis `<group>`; it is no axis of
+    the mesh (its name is unknown), so no mesh check applies to it.
+    """
+    return f"<{param}>"
+
+
+def is_opaque_axis(axis: str) -> bool:
+    return axis.startswith("<")
+
+
+def group_parameter(name: str, annotation: str | None) -> GroupValue | None:
+    """A parameter annotated as a ProcessGroup (`group: dist.ProcessGroup`) in a function checked alone."""
+    if annotation is not None and "ProcessGroup" in annotation:
+        return GroupValue(group_parameter_axis(name))
+    return None
