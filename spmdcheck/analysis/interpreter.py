@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from spmdcheck.analysis import calls
+from spmdcheck.analysis import calls, spmd_api
 from spmdcheck.analysis.context import FileContext
 from spmdcheck.analysis.findings import Finding
 from spmdcheck.analysis.values import (
@@ -685,6 +685,8 @@ class Interpreter:
             return UNKNOWN
         if isinstance(base, ClassValue):
             found = base.lookup(attr)
+            if found is None and attr == "apply":
+                return spmd_api.autograd_apply(base)
             return found if found is not None else UNKNOWN
         return UNKNOWN
 

@@ -389,6 +389,21 @@ def current_mesh(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.Call
     return MeshValue(interp.mesh) if interp.mesh else UNKNOWN
 
 
+def autograd_apply(cls: Value) -> Value:
+    """`Cls.apply` of an autograd Function with a `typecheck_forward` (spmd_types' legacy registration):
+
+    that static method is the typed signature of `apply`: a call of `apply` is checked and typed by running
+    it with the call's arguments. (Inside typecheck_forward, its own `Cls.apply(...)` is not re-entered.)
+    """
+    from spmdcheck.analysis.values import ClassValue, FunctionValue
+
+    if isinstance(cls, ClassValue):
+        hook = cls.lookup("typecheck_forward")
+        if isinstance(hook, FunctionValue):
+            return hook
+    return UNKNOWN
+
+
 def ignore(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
     return UNKNOWN
 
