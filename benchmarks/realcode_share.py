@@ -80,7 +80,12 @@ def _wrap_handler(name: str) -> None:
     inner = spmd_api.HANDLERS[name]
 
     def handler(interp, rule, bound, node, args):  # noqa: ANN001, ANN202
-        _note(node, bool(args) and typed(args[0][1]))
+        if name == "local_map":  # the call form: known when its contract reads as types
+            contract = bound.get("in_types")
+            leaves = list(contract.items) if isinstance(contract, Seq) else [contract]
+            _note(node, any(_readable(t) for t in [*leaves, bound.get("out_types")]))
+        else:
+            _note(node, bool(args) and typed(args[0][1]))
         return inner(interp, rule, bound, node, args)
 
     spmd_api.HANDLERS[name] = handler

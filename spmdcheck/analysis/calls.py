@@ -26,6 +26,7 @@ from spmdcheck.analysis.values import (
     Homogeneous,
     InstanceValue,
     Literal,
+    LocalMapValue,
     MembersValue,
     MeshValue,
     MethodValue,
@@ -57,6 +58,8 @@ def _default_tensor_rule(qualname: str, method: bool) -> OpRule:
 
 
 def dispatch(interp: Interpreter, func: Value, args: list[Arg], node: cst.Call) -> Value:
+    if isinstance(func, LocalMapValue):
+        return spmd_api.call_local_map(interp, func, args, node)
     if isinstance(func, ModuleRef):
         qual = interp.ctx.registry.resolve_alias(func.qualname)
         rule = interp.ctx.registry.lookup(qual)

@@ -20,7 +20,9 @@ from spmdcheck.analysis.typeexpr import (
 )
 from spmdcheck.analysis.values import (
     UNKNOWN,
+    DictValue,
     Literal,
+    LocalMapValue,
     MeshValue,
     ScalarValue,
     Seq,
@@ -205,7 +207,7 @@ def assert_type(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.Call,
     if not args:
         return UNKNOWN
     _, target, target_node = args[0]
-    axes = _types_from(interp, [(v, n) for k, v, n in args[1:] if k is None], node)
+    axes = _types_from(interp, [(v, n) for k, v, n in args[1:] if k in (None, "partition_spec")], node)
     if axes is None:
         return target
     return _apply_to(interp, target, target_node, lambda t: refine(interp, t, axes, node, "SPMD401", "assert_type"))
@@ -384,6 +386,60 @@ def backward(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.Call, ar
     return Literal(None)
 
 
+def partition_spec(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
+    """`PartitionSpec(a0, a1, ...)`: the axis (or axes) at position i shard dim i, read as {axis: S(i)}."""
+    items: list[tuple[Value, Value, cst.CSTNode]] = []
+    for dim, (keyword, value, arg_node) in enumerate(args):
+        if keyword is not None:
+            return UNKNOWN  # `*dims` unpacked or an unexpected keyword: the positions are unknown
+        names = value.items if isinstance(value, Seq) else (value,)
+        for name in names:
+            if isinstance(name, Literal) and name.value is None:
+                continue
+            items.append((name, TypeValue(S(dim)), arg_node))
+    return DictValue(tuple(items))
+
+
+def local_map(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
+    """`spmd.local_map(in_types=..., out_types=...)` (the decorator form is read with the function)."""
+    out_types = bound.get("out_types")
+    if out_types is None:
+        return UNKNOWN
+    return LocalMapValue(bound.get("in_types") or UNKNOWN, out_types)
+
+
+def call_local_map(interp: Interpreter, boundary: LocalMapValue, args: list, node: cst.Call) -> Value:
+    """`local_map(...)(fn)` wraps fn; calling the wrapper checks the arguments against in_types
+    (assert_type semantics, SPMD403) and gives the results the out_types."""
+    if not boundary.applied:
+        return LocalMapValue(boundary.in_types, boundary.out_types, applied=True)
+    leaves = boundary.in_types.items if isinstance(boundary.in_types, Seq) else ()
+    positional = [(v, n) for k, v, n in args if k is None]
+    for i, (value, value_node) in enumerate(positional):
+        if i >= len(leaves) or not isinstance(value, TensorValue):
+            continue
+        try:
+            declared = type_dict(leaves[i], known_name(interp))
+        except TypeExprError:
+            continue
+        if not declared.partial:
+            refine(interp, value, declared.axes, value_node, "SPMD403", f"local_map argument {i}")
+    out = boundary.out_types
+    if isinstance(out, Seq):
+        return Seq(tuple(_boundary_output(interp, leaf) for leaf in out.items), out.is_list)
+    return _boundary_output(interp, out)
+
+
+def _boundary_output(interp: Interpreter, leaf: Value) -> Value:
+    try:
+        declared = type_dict(leaf, known_name(interp))
+    except TypeExprError:
+        return UNKNOWN
+    if declared.partial or declared.bare is not None:
+        return TensorValue(SpmdType(declared.axes), GradState.UNKNOWN, None, opaque=not declared.axes)
+    return TensorValue(SpmdType(declared.axes), GradState.UNKNOWN, None)
+
+
 def current_mesh(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
     """`current_mesh()`: the mesh in scope, when the checker knows it."""
     return MeshValue(interp.mesh) if interp.mesh else UNKNOWN
@@ -419,5 +475,6 @@ HANDLERS: dict[str, Handler] = {
     "backward": backward,
     "ignore": ignore,
     "current_mesh": current_mesh,
-    "local_map": ignore,
+    "partition_spec": partition_spec,
+    "local_map": local_map,
 }

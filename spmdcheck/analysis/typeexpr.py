@@ -16,7 +16,7 @@ from spmdcheck.analysis.values import (
     TypeValue,
     Value,
 )
-from spmdcheck.lattice import AxisType
+from spmdcheck.lattice import AxisType, Kind
 from spmdcheck.rules.typespec import TypeSpecError, parse_type_spec
 
 
@@ -99,6 +99,11 @@ def merge_type_dicts(parts: list[TypeDict]) -> TypeDict:
             bare = part.bare
         for axis, t in part.axes.items():
             if axis in axes and axes[axis] != t:
+                have = axes[axis]
+                if have.kind is t.kind is Kind.V and (have.shard is None or t.shard is None):
+                    # V in a dict and S(d) from a PartitionSpec: the spec refines V to its dim
+                    axes[axis] = t if t.shard is not None else have
+                    continue
                 raise TypeExprError(f"axis {axis!r} is given two different types")
             axes[axis] = t
     return TypeDict(axes, bare, partial)
