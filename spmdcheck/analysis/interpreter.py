@@ -686,7 +686,7 @@ class Interpreter:
         if isinstance(base, ClassValue):
             found = base.lookup(attr)
             if found is None and attr == "apply":
-                return spmd_api.autograd_apply(base)
+                return spmd_api.autograd_apply(self, base)
             return found if found is not None else UNKNOWN
         return UNKNOWN
 

@@ -445,7 +445,7 @@ def current_mesh(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.Call
     return MeshValue(interp.mesh) if interp.mesh else UNKNOWN
 
 
-def autograd_apply(cls: Value) -> Value:
+def autograd_apply(interp: Interpreter, cls: Value) -> Value:
     """`Cls.apply` of an autograd Function with a `typecheck_forward` (spmd_types' legacy registration):
 
     that static method is the typed signature of `apply`: a call of `apply` is checked and typed by running
@@ -455,7 +455,10 @@ def autograd_apply(cls: Value) -> Value:
 
     if isinstance(cls, ClassValue):
         hook = cls.lookup("typecheck_forward")
-        if isinstance(hook, FunctionValue):
+        inside = interp.frame.function is not None and isinstance(hook, FunctionValue) and (
+            interp.frame.function is hook.node or hook.node in interp.inline_stack
+        )
+        if isinstance(hook, FunctionValue) and not inside:
             return hook
     return UNKNOWN
 
