@@ -11,9 +11,13 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import libcst as cst
+
 from spmdcheck.analysis.context import Options
 from spmdcheck.analysis.program import SourceUnit, analyze_program
+from spmdcheck.diagnostics.codes import CODES
 from spmdcheck.diagnostics.render import Diagnostic, ProgramPositions, make
+from spmdcheck.diagnostics.suppression import apply_suppressions
 from spmdcheck.frontend.inline_config import read_inline_config
 from spmdcheck.frontend.source import ParseFailure, is_relevant, mesh_names_in, parse, syntax_error
 from spmdcheck.program.graph import build_graph, module_name_for
@@ -89,8 +93,6 @@ def load_registry(stub_path: tuple[str, ...] = ()) -> Registry:
 
 
 def _selected(code: str, settings: Settings) -> bool:
-    from spmdcheck.diagnostics.codes import CODES
-
     def matches(pattern: str) -> bool:
         p = pattern.strip()
         if p.upper() == "ALL":
@@ -114,10 +116,14 @@ def check_sources(
     settings: Settings | None = None,
     registry: Registry | None = None,
     exists: Callable[[str], bool] | None = None,
+    libraries: frozenset[str] = frozenset(),
 ) -> dict[str, list[Diagnostic]]:
     """Check files as one program: `sources` maps each path to its text; module names come from the
     paths' package folders (a folder is a package when `<folder>/__init__.py` is one of the keys or
     exists on disk). Returns each path's diagnostics, sorted.
+
+    `libraries` are paths the others import that cannot hold a finding by themselves: parsed only
+    when an import of them runs, and followed only where typed values flow into them.
     """
     settings = settings or Settings()
     registry = registry if registry is not None else load_registry(settings.stub_path)
@@ -126,8 +132,11 @@ def check_sources(
     out: dict[str, list[Diagnostic]] = {path: [] for path in sources}
     units: list[SourceUnit] = []
     lines: dict[str, list[str]] = {}
-    parsed_texts: dict[str, str] = {}
+    strict_of: dict[str, bool] = {}
     for path, text in sources.items():
+        if path in libraries:
+            units.append(SourceUnit(path, None, Options(mesh=settings.mesh), module_name_for(path, exists), text=text))
+            continue
         parsed = parse(text)
         if isinstance(parsed, ParseFailure):
             out[path].append(
@@ -147,15 +156,29 @@ def check_sources(
         )
         out[path] += [make(path, "SPMD005", message, line) for line, message in inline.errors]
         units.append(SourceUnit(path, parsed, options, module_name_for(path, exists), frozenset(mesh_names_in(text))))
+        strict_of[path] = options.strict
         lines[path] = text.splitlines()
-        parsed_texts[path] = text
-    graph = build_graph(parsed_texts, exists) if len(parsed_texts) > 1 else None
-    result = analyze_program(units, registry, graph)
+    graph = build_graph(sources, exists) if len(sources) > 1 else None
+
+    def parse_library(text: str) -> cst.Module | None:
+        parsed = parse(text)
+        return None if isinstance(parsed, ParseFailure) else parsed
+
+    result = analyze_program(units, registry, graph, parse_library)
     positions = ProgramPositions()
     for unit in units:
-        positions.add(result.contexts[unit.path], unit.path, unit.module, lines[unit.path])
+        if unit.module is not None:
+            positions.add(
+                result.contexts[unit.path], unit.path, unit.module, lines.get(unit.path) or unit.text.splitlines()
+            )
     for path, diags in positions.render(result.program.findings, result.program.sites).items():
         out[path] += diags
+    for path in out:
+
+        def enabled(code: str, strict: bool = strict_of.get(path, settings.strict)) -> bool:
+            return _selected(code, settings) and (strict or not CODES[code].strict_only)
+
+        out[path] = apply_suppressions(path, sources[path], out[path], enabled)
     return {
         path: sorted((d for d in diags if _selected(d.code, settings)), key=Diagnostic.sort_key)
         for path, diags in out.items()
@@ -183,7 +206,8 @@ def load_file(path: str, settings: Settings) -> LoadedFile | FileResult:
         data = pathlib.Path(path).read_bytes()
     except OSError as exc:
         return FileResult(path, [make(path, "SPMD005", f"cannot read file: {exc.strerror}")])
-    relevant = is_relevant(data, bool(settings.mesh))
+    # a file naming an spmdcheck code (in a suppression comment) is checked, so an unused one is reported
+    relevant = is_relevant(data, bool(settings.mesh)) or b"SPMD" in data
     if not relevant:
         failure = syntax_error(data)
         if failure is None:
@@ -219,9 +243,7 @@ def _guarded(paths: list[str], run: Callable[[], dict[str, list[Diagnostic]]]) -
         return [FileResult(path, [make(path, "SPMD001", "file is too deeply nested to analyse")]) for path in paths]
     except Exception as exc:  # noqa: BLE001 - one file's bug in the checker must not stop the run
         where = traceback.extract_tb(exc.__traceback__)[-1]
-        message = (
-            f"internal error: {type(exc).__name__}: {exc} (at {pathlib.Path(where.filename).name}:{where.lineno})"
-        )
+        message = f"internal error: {type(exc).__name__}: {exc} (at {pathlib.Path(where.filename).name}:{where.lineno})"
         return [FileResult(path, [make(path, "SPMD000", message)]) for path in paths]
 
 
@@ -269,7 +291,10 @@ def plan_programs(paths: list[str], settings: Settings) -> tuple[list[FileResult
 def check_program(files: list[LoadedFile], settings: Settings, registry: Registry | None = None) -> list[FileResult]:
     """Analyse files as one program (see `plan_programs`)."""
     paths = [f.path for f in files]
-    return _guarded(paths, lambda: check_sources({f.path: f.text for f in files}, settings, registry))
+    libraries = frozenset(f.path for f in files if not f.relevant)
+    return _guarded(
+        paths, lambda: check_sources({f.path: f.text for f in files}, settings, registry, libraries=libraries)
+    )
 
 
 def check_files(paths: list[str], settings: Settings, registry: Registry | None = None) -> list[FileResult]:

@@ -140,6 +140,13 @@ class Seq(Value):
 
 
 @dataclass(frozen=True)
+class Chain(Value):
+    """Modules applied in order when called (`nn.Sequential(a, b)(x)` is `b(a(x))`)."""
+
+    items: tuple[Value, ...]
+
+
+@dataclass(frozen=True)
 class Homogeneous(Value):
     """A sequence of unknown length whose items share one value (split, chunk)."""
 
@@ -196,6 +203,14 @@ class FunctionValue(Value):
 
 
 @dataclass(frozen=True)
+class LazyImport(Value):
+    """`name` imported from a library module of the program, not loaded yet."""
+
+    module: str
+    name: str
+
+
+@dataclass(frozen=True)
 class ModuleValue(Value):
     """A checked module of the program (its top-level names are known)."""
 
@@ -244,7 +259,8 @@ class InstanceValue(Value):
     attrs: dict[str, Value] = field(default_factory=dict)
 
     def snapshot(self) -> tuple:
-        return (id(self), tuple(sorted(self.attrs.items(), key=lambda kv: kv[0])))
+        """The object's state as a memo key: its class and attributes (copies of one object share it)."""
+        return (id(self.cls), tuple(sorted(self.attrs.items(), key=lambda kv: kv[0])))
 
 
 @dataclass(frozen=True)
@@ -344,3 +360,22 @@ def _widen(values: list[TensorValue]) -> TensorValue:
         grads.pop() if len(grads) == 1 else GradState.UNKNOWN,
         ranks.pop() if len(ranks) == 1 else None,
     )
+
+
+def carries_types(value: Value | None, depth: int = 3) -> bool:
+    """Whether a value holds SPMD information a callee could misuse (a typed or grad-carrying tensor)."""
+    if value is None or depth < 0:
+        return False
+    if isinstance(value, TensorValue):
+        return value.typed or value.grad is GradState.YES
+    if isinstance(value, Alternatives):
+        return True
+    if isinstance(value, Seq):
+        return any(carries_types(item, depth - 1) for item in value.items)
+    if isinstance(value, Homogeneous):
+        return carries_types(value.item, depth - 1)
+    if isinstance(value, DictValue):
+        return any(carries_types(item, depth - 1) for _, item, _ in value.items)
+    if isinstance(value, InstanceValue):
+        return any(carries_types(item, depth - 1) for item in value.attrs.values())
+    return isinstance(value, (ScalarValue, GroupValue, MeshValue))

@@ -228,6 +228,15 @@ def _apply_decorator(rule: OpRule, name: str, args: list[object], kwargs: dict[s
         rule.passthrough = True
         rule.rank_axis = kwargs.get("axis")  # type: ignore[assignment]
         rule.rank_group_param = kwargs.get("group")  # type: ignore[assignment]
+    elif name == "container":
+        rule.container_param = str(args[0])
+        rule.returns = Returns.VALUE
+    elif name == "sequential":
+        rule.sequential_param = str(args[0])
+        rule.returns = Returns.VALUE
+    elif name == "constant_test":
+        rule.constant_test = True
+        rule.returns = Returns.VALUE
     elif name == "group_members":
         rule.group_members_param = str(kwargs.get("param", args[0] if args else "group"))
         rule.returns = Returns.VALUE
@@ -380,8 +389,27 @@ def load_stub_source(source: str, module_name: str, is_package: bool, where: str
     return registry
 
 
+def _is_model(node: cst.FunctionDef | cst.ClassDef) -> bool:
+    return any(
+        (isinstance(d.decorator, cst.Name) and d.decorator.value == "model")
+        or (isinstance(d.decorator, cst.Attribute) and d.decorator.attr.value == "model")
+        for d in node.decorators
+    )
+
+
 def _load_statement(stmt, module, module_name, is_package, where, add) -> None:  # noqa: ANN001
-    if isinstance(stmt, cst.FunctionDef):
+    if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)) and _is_model(stmt):
+        # its body is interpreted by the analysis, not read as rules
+        add(
+            OpRule(
+                qualname=f"{module_name}.{stmt.name.value}",
+                returns=Returns.VALUE,
+                model_path=where,
+                model_module=module_name,
+                source=where,
+            )
+        )
+    elif isinstance(stmt, cst.FunctionDef):
         add(_load_function(stmt, f"{module_name}.{stmt.name.value}", module, False, where))
     elif isinstance(stmt, cst.ClassDef):
         cls = f"{module_name}.{stmt.name.value}"
