@@ -292,7 +292,7 @@ def _print_diff(results, settings_of) -> int:  # noqa: ANN001
         def check(text: str, path: str = r.path, settings=settings, registry=registry):  # noqa: ANN001, ANN202
             return check_source(text, path, settings, registry)
 
-        diff, count = fix_diff(r.path, check, display_path(r.path).replace(os.sep, "/"))
+        diff, count = fix_diff(r.path, r.diagnostics, check, display_path(r.path).replace(os.sep, "/"))
         sys.stdout.write(diff)
         total += count
     print(f"spmdcheck: would apply {total} fix(es)" if total else "spmdcheck: no fixes to apply", file=sys.stderr)
