@@ -19,6 +19,9 @@ also accepted by tools that evaluate annotations. The spec string lists
 The mypy/pyright-clean form ``Annotated[Tensor, {"tp": V}]`` (a dict, as in
 ``spmd_types.assert_type``) and ``Annotated[Tensor, "tp: V"]`` mean the same.
 
+``reveal_spmd_type(x)`` asks spmdcheck to report, at its line, what it
+inferred for ``x`` on every mesh axis and what its gradient will be.
+
 Stub vocabulary: the decorators below are how ``stubs/**/*.pyi`` (and users'
 own stub directories) describe the SPMD rule of a function. Each decorator
 takes only literals; spmdcheck reads them statically. See docs/stubs.md.
@@ -31,6 +34,7 @@ from typing import Annotated, Any, TypeVar
 
 __all__ = [
     "Local",
+    "reveal_spmd_type",
     "linear",
     "multilinear",
     "nonlinear",
@@ -41,6 +45,7 @@ __all__ = [
     "passthrough",
     "opaque",
     "rank_dependent",
+    "rank_of",
     "grad",
     "dims",
     "inplace",
@@ -53,6 +58,13 @@ __all__ = [
     "mesh_group",
     "spmd_api",
     "context",
+    "group_members",
+    "container",
+    "sequential",
+    "model",
+    "constant_test",
+    "is_known",
+    "unknown",
     "LocalType",
 ]
 
@@ -79,6 +91,18 @@ class _LocalTypeSpelling:
 LocalType = _LocalTypeSpelling()
 
 
+_T = TypeVar("_T")
+
+
+def reveal_spmd_type(value: _T) -> _T:
+    """Ask spmdcheck for the inferred SPMD type of `value` (and its gradient's) at this line.
+
+    spmdcheck reports it as a note (SPMD901), like mypy's ``reveal_type``.
+    At run time this returns `value` unchanged and does nothing else.
+    """
+    return value
+
+
 def _identity(fn: _F) -> _F:
     return fn
 
@@ -102,6 +126,8 @@ def rank_dependent(*args: Any, **_kwargs: Any) -> Any:
     return _identity
 
 
+rank_of = _identity
+
 # Parametrised stub decorators: all are no-ops at run time.
 divisor = _factory
 contraction = _factory
@@ -116,7 +142,26 @@ raw_collective = _factory
 maps_to = _factory
 process_group = _factory
 group_members = _factory
+# A class or function whose body is a model of a library's behaviour, interpreted by spmdcheck like
+# checked code (Megatron's ColumnParallelLinear: which collectives its forward runs, for which keywords).
+model = _identity
+container = _factory  # returns the sequence of modules it is given (nn.ModuleList)
+sequential = _factory  # calling the result applies its modules in order (nn.Sequential)
+constant_test = _identity  # the call answers whether its argument is a constant the checker knows
 mesh_factory = _factory
 mesh_group = _factory
 spmd_api = _factory
 context = _factory
+
+
+def is_known(value: Any) -> bool:
+    """In a @model body: whether the checker knows `value` as a constant (a keyword it can read).
+
+    At run time it is always True: models are never run, but a model file must stay importable.
+    """
+    return True
+
+
+def unknown() -> Any:
+    """In a @model body: a value the checker does not know (what a layer returns for keywords it cannot read)."""
+    return None

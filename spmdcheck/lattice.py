@@ -73,15 +73,27 @@ class AxisType:
     kind: Kind
     shard: int | None = None  # only with V: S(shard)
     pending: Site | None = None  # only with V: a pending sum from this contraction
+    # only with V and no shard: S(d) for a dim the checker could not compute (`S(x.dim() - 1)` on a tensor
+    # of unknown rank): the value is sharded, on an unknown dim.
+    some_dim: bool = False
 
     def __post_init__(self) -> None:
-        if self.kind is not V and (self.shard is not None or self.pending is not None):
+        if self.kind is not V and (self.shard is not None or self.pending is not None or self.some_dim):
             raise ValueError("only V carries a shard dim or a pending sum")
+        if self.some_dim and self.shard is not None:
+            raise ValueError("a shard dim is either known or unknown")
 
     def __str__(self) -> str:
         if self.kind is V and self.shard is not None:
             return f"S({self.shard})"
+        if self.some_dim:
+            return "S(?)"
         return self.kind.value
+
+    @property
+    def is_shard(self) -> bool:
+        """S(d), with d known or not."""
+        return self.shard is not None or self.some_dim
 
     @property
     def is_pending(self) -> bool:
@@ -95,12 +107,35 @@ def S(dim: int) -> AxisType:  # noqa: N802 - mirrors spmd_types.S
     return AxisType(V, shard=dim)
 
 
+S_UNKNOWN_DIM = AxisType(V, some_dim=True)  # S(d) with d not computable statically
+
+
 AR, AI, AV, AP = AxisType(R), AxisType(I), AxisType(V), AxisType(P)
 
 
 def backward_kind(kind: Kind) -> Kind:
     """The gradient's type: R <-> P, I and V fixed."""
     return {R: P, P: R, I: I, V: V}[kind]
+
+
+def gradient_axis_type(t: AxisType) -> AxisType:
+    """What the backward pass carries on one axis for a value of type `t` (type_system.md 1.2, 3.6).
+
+    The duality R <-> P, I <-> I, V <-> V: a replicated value's gradient is a
+    per-rank partial sum (summed where the value became R: `convert(I, R)`'s
+    backward all-reduces it), a partial value's gradient is the same on every
+    rank, and an invariant or varying value's gradient has its own type. The
+    gradient of an S(d) value is sharded on the same dim. A pending sum (Vp)
+    is V in the local view, so its gradient is plain V.
+    """
+    if t.kind is V:
+        return AxisType(V, shard=t.shard)
+    return AxisType(backward_kind(t.kind))
+
+
+def gradient_type(t: SpmdType) -> SpmdType:
+    """The gradient's local type on every axis the value is typed on."""
+    return SpmdType({axis: gradient_axis_type(axis_type) for axis, axis_type in t.items()})
 
 
 class SpmdType(Mapping[str, AxisType]):

@@ -28,16 +28,16 @@ from spmdcheck.rules.model import (
 )
 
 if TYPE_CHECKING:
-    from spmdcheck.analysis.interpreter import Interpreter
+    from spmdcheck.analysis.context import Analysis
 
 REDUCING = {"all_reduce", "reduce_scatter"}
 
 
 def letter(t: AxisType) -> str:
-    return "S" if t.kind is Kind.V and t.shard is not None else t.kind.value
+    return "S" if t.kind is Kind.V and t.is_shard else t.kind.value
 
 
-def resolve_axis(interp: Interpreter, value: Value | None, node: cst.CSTNode | None) -> str | None:
+def resolve_axis(interp: Analysis, value: Value | None, node: cst.CSTNode | None) -> str | None:
     """The axis a collective acts on; an unknown axis name is reported (SPMD003)."""
     if value is None:
         return None
@@ -54,13 +54,13 @@ def resolve_axis(interp: Interpreter, value: Value | None, node: cst.CSTNode | N
     return name
 
 
-def default_group_axis(interp: Interpreter) -> str | None:
+def default_group_axis(interp: Analysis) -> str | None:
     """`group=None` is the default group: the mesh itself when it has one axis."""
     mesh = interp.mesh or tuple(sorted(interp.ctx.known_axes))
     return mesh[0] if len(mesh) == 1 else None
 
 
-def _type_arg(interp: Interpreter, bound: Bound, name: str, default: str | None, node: cst.CSTNode) -> AxisType | None:
+def _type_arg(interp: Analysis, bound: Bound, name: str, default: str | None, node: cst.CSTNode) -> AxisType | None:
     from spmdcheck.rules.typespec import parse_axis_type
 
     value = bound.get(name)
@@ -71,7 +71,7 @@ def _type_arg(interp: Interpreter, bound: Bound, name: str, default: str | None,
     return None
 
 
-def apply_collective(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.CSTNode) -> Value:
+def apply_collective(interp: Analysis, rule: OpRule, bound: Bound, node: cst.CSTNode) -> Value:
     coll = rule.collective
     assert coll is not None
     x = bound.get(coll.tensor_param)
@@ -109,7 +109,7 @@ def apply_collective(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.
 
 
 def _transition_ok(
-    interp: Interpreter, coll: CollectiveRule, src: AxisType, dst: AxisType, expert: bool, node: cst.CSTNode, api: str
+    interp: Analysis, coll: CollectiveRule, src: AxisType, dst: AxisType, expert: bool, node: cst.CSTNode, api: str
 ) -> bool:
     s, d = letter(src), letter(dst)
     if coll.family == "collective":
@@ -170,7 +170,7 @@ def _expert_reason(api: str, s: str, d: str) -> str:
 
 
 def transition(
-    interp: Interpreter,
+    interp: Analysis,
     api: str,
     x: Value | None,
     x_node: cst.CSTNode | None,
@@ -208,9 +208,9 @@ def transition(
         actual is not None
         and actual.kind is Kind.V
         and dst.kind is Kind.V
-        and dst.shard is None
+        and not dst.is_shard
         and src.kind is Kind.V
-        and src.shard is None
+        and not src.is_shard
         and api in ("convert", "reinterpret", "redistribute")
     ):
         out = AxisType(Kind.V, shard=actual.shard)  # a no-op V -> V keeps the layout it had
@@ -237,17 +237,17 @@ def _norm_shard(shard: int | None, rank: int | None) -> int | None:
 def _rank_after(api: str, rank: int | None, src: AxisType, dst: AxisType) -> int | None:
     if rank is None:
         return None
-    if api in ("all_gather", "unshard") and src.shard is None:
+    if api in ("all_gather", "unshard") and not src.is_shard:
         return rank + 1
-    if api == "reduce_scatter" and dst.shard is None:
+    if api == "reduce_scatter" and not dst.is_shard:
         return rank - 1
-    if api == "convert" and src.kind in (Kind.R, Kind.I) and dst.kind is Kind.V and dst.shard is None:
+    if api == "convert" and src.kind in (Kind.R, Kind.I) and dst.kind is Kind.V and not dst.is_shard:
         return rank - 1
     return rank
 
 
 def _check_src(
-    interp: Interpreter,
+    interp: Analysis,
     api: str,
     x: TensorValue,
     actual: AxisType,
@@ -316,6 +316,7 @@ def _check_src(
                     [Suggestion(f"use src={right}", type_spelling(interp, right))],
                 )
             )
+            return False  # reported once: what the wrong concatenation gives is unknown (no cascade)
     discharged = s is Kind.P or api in REDUCING or (dst is not None and dst.kind is Kind.P)
     if actual.is_pending and actual.pending.what == "mean" and api in REDUCING:  # type: ignore[union-attr]
         interp.report(
@@ -356,7 +357,7 @@ def _untyped_like(x: Value | None) -> Value:
     return UNKNOWN
 
 
-def apply_mapping(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.CSTNode) -> Value:
+def apply_mapping(interp: Analysis, rule: OpRule, bound: Bound, node: cst.CSTNode) -> Value:
     """A library function that is one spmd_types collective (Megatron mappings)."""
     chosen: MappingRule | None = None
     for m in rule.mappings:
@@ -382,7 +383,7 @@ def apply_mapping(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.CST
     )
 
 
-def apply_raw(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.CSTNode) -> Value:
+def apply_raw(interp: Analysis, rule: OpRule, bound: Bound, node: cst.CSTNode) -> Value:
     raw: RawCollectiveRule = rule.raw  # type: ignore[assignment]
     x = bound.get(raw.input)
     x_node = bound.node(raw.input)
@@ -393,7 +394,9 @@ def apply_raw(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.CSTNode
         axis = resolve_axis(interp, group, bound.node(raw.group_param))
     name = short_name(rule.qualname).replace("torch.distributed.", "dist.")
     interp.note_collective(name, axis, node)
-    if isinstance(x, TensorValue) and x.grad is GradState.YES and interp.grad_enabled and not raw.differentiable:
+    # A leaf (a receive buffer made with requires_grad=True, a Parameter) has no upstream graph to lose.
+    cuts_history = isinstance(x, TensorValue) and x.grad is GradState.YES and not x.leaf
+    if cuts_history and interp.grad_enabled and not raw.differentiable:
         operand = interp.ctx.code_of(x_node) if x_node is not None else "the input"
         suggestions = []
         if axis is not None and "all_reduce" in rule.qualname:

@@ -46,7 +46,7 @@ from spmdcheck.analysis.values import (
 )
 from spmdcheck.lattice import AxisType, GradState, Kind, SpmdType
 from spmdcheck.program.graph import resolve_import
-from spmdcheck.rules.model import Returns
+from spmdcheck.rules.model import OpRule, Returns
 
 _BINOP_DUNDER = {
     cst.Add: "__add__",
@@ -86,6 +86,8 @@ _BUILTINS: dict[str, Value] = {
     "False": Literal(False),
     "None": NONE,
     "super": BuiltinValue("super"),
+    "tuple": BuiltinValue("tuple"),
+    "list": BuiltinValue("list"),
     **{name: BuiltinValue(name) for name in calls.RANK_PRESERVING_BUILTINS},
 }
 UNTYPED = TensorValue()  # a tensor spmd_types never typed (no_typecheck results)
@@ -109,9 +111,15 @@ class Frame:
     returns: list[tuple[Value, cst.CSTNode]] = field(default_factory=list)
     function: cst.FunctionDef | None = None
     owner: ClassValue | None = None  # the class whose method this is (for super())
+    exited: bool = False  # a return/raise ended this path: the rest of the block is not reached
+    jumped: bool = False  # a break/continue ended this path of the loop body
     # in-place writes to parameters still bound to the caller's object: the call's effects on its arguments
     param_effects: dict[str, Value] = field(default_factory=dict)
     rebound: set[str] = field(default_factory=set)  # parameters reassigned: later writes are local
+
+    def ended(self) -> str | None:
+        """How the current path ended: "exited" (return/raise), "jumped" (break/continue), or None."""
+        return "exited" if self.exited else "jumped" if self.jumped else None
 
 
 @dataclass
@@ -153,7 +161,9 @@ class Interpreter:
         # rank-dependent conditions the code being run is under (early exits, loop bounds), with their node
         self.divergent: list[tuple[RankValue, cst.CSTNode]] = []
         self.last_test: Value = UNKNOWN  # the condition of the `if` that just ran
+        self.rank_branches = 0  # arms of rank-dependent `if`s being run (their collectives are compared)
         self.summaries: dict[tuple, Summary] = {}
+        self._models: dict[str, Scope | None] = {}  # stub path -> its @model definitions
         self._instances: dict[int, InstanceValue] = {}  # class id -> the instance its methods are checked on
 
     # ------------------------------------------------------------------ entry
@@ -169,6 +179,73 @@ class Interpreter:
         self.mesh = self.ctx.options.mesh
         self.exec_block(module.body)
         return self.scope
+
+    def run_scope(self, scope: Scope, module: cst.Module) -> None:
+        """Run a module's top level into `scope.globals`, leaving the interpreter as it was (imports nest).
+
+        A module's top level runs once, whoever imports it first: not inside that importer's calls.
+        """
+        saved = (
+            self.ctx,
+            self.scope,
+            self.frame,
+            self.mesh,
+            self.grad_enabled,
+            self.checking,
+            self.inline_stack,
+            self.call_sites,
+            self.divergent,
+        )
+        self.ctx, self.scope = scope.ctx, scope
+        self.frame = Frame(scope.globals, scope.globals)
+        self.mesh, self.grad_enabled, self.checking = scope.ctx.options.mesh, True, True
+        self.inline_stack, self.call_sites, self.divergent = [], [], []
+        try:
+            self.exec_block(module.body)
+        finally:
+            (
+                self.ctx,
+                self.scope,
+                self.frame,
+                self.mesh,
+                self.grad_enabled,
+                self.checking,
+                self.inline_stack,
+                self.call_sites,
+                self.divergent,
+            ) = saved
+
+    def model_of(self, rule: OpRule) -> Value:
+        """A @model class or function of a stub: its stub module runs once (as a library), then its value."""
+        assert rule.model_path is not None
+        scope = self._models.get(rule.model_path)
+        if scope is None:
+            scope = self._models[rule.model_path] = self._load_model_module(rule)
+        if scope is None:
+            return UNKNOWN
+        return scope.globals.get(rule.qualname.rsplit(".", 1)[-1], UNKNOWN)
+
+    def _load_model_module(self, rule: OpRule) -> Scope | None:
+        from spmdcheck.program.graph import ModuleFile
+
+        try:
+            with open(rule.model_path, encoding="utf-8") as fh:  # type: ignore[arg-type]
+                module = cst.parse_module(fh.read())
+        except (OSError, UnicodeDecodeError, cst.ParserSyntaxError):
+            return None
+        name = rule.model_module or ""
+        ctx = FileContext(
+            self.ctx.registry,
+            self.ctx.options,
+            module,
+            path=rule.model_path or "<stub>",
+            module_file=ModuleFile(name, rule.model_path or "", str(rule.model_path).endswith("__init__.pyi")),
+            program=self.ctx.program,
+        )
+        ctx.library = ctx.stub = True
+        scope = Scope(ctx, {})
+        self.run_scope(scope, module)
+        return scope
 
     def check_functions(self) -> None:
         while self.functions:
@@ -197,6 +274,7 @@ class Interpreter:
             receiver = self.instance_for(owner) if owner is not None and calls.takes_self(fn) else None
             for param, value in calls.parameter_values(self, fn, decor, None, receiver):
                 self.frame.env[param] = value
+                self.ctx.bound(param, value, _param_name(fn, param))
             self.exec_block(_body(fn))
             calls.check_returns(self, fn, decor, self.frame.returns)
         finally:
@@ -211,7 +289,7 @@ class Interpreter:
             self._instances[id(cls)] = built
             init = cls.lookup("__init__")
             if isinstance(init, FunctionValue):
-                calls.call_function(self, init, [(None, built, init.node)], init.node, receiver=built)
+                calls.call_function(self, init, [], init.node, receiver=built)
         return InstanceValue(cls, dict(built.attrs))  # each method sees its own copy
 
     # ------------------------------------------------------------- statements
@@ -219,6 +297,8 @@ class Interpreter:
         depth = len(self.divergent)
         try:
             for stmt in body:
+                if self.frame.exited or self.frame.jumped:
+                    break  # the rest of the block is not reached on this path
                 self.exec_stmt(stmt)
                 if isinstance(stmt, cst.If) and isinstance(self.last_test, RankValue):
                     exits = (_always_exits(stmt.body), stmt.orelse is not None and _always_exits(stmt.orelse))
@@ -265,17 +345,30 @@ class Interpreter:
         elif isinstance(stmt, cst.With):
             self.exec_with(stmt)
         elif isinstance(stmt, cst.Try):
-            self.exec_block(_body(stmt))
-            for handler in stmt.handlers:
-                self.exec_block(_body(handler))
-            if stmt.orelse is not None:
-                self.exec_block(_body(stmt.orelse))
-            if stmt.finalbody is not None:
-                self.exec_block(_body(stmt.finalbody))
+            self.exec_try(stmt)
         elif isinstance(stmt, cst.IndentedBlock):
             self.exec_block(stmt.body)
         elif isinstance(stmt, cst.BaseSmallStatement):
             self.exec_small(stmt, None)
+
+    def exec_try(self, node: cst.Try) -> None:
+        """Handlers run (approximately) from the state the body left; `finally` runs on every path."""
+        self.exec_block(_body(node))
+        body_ended = self.frame.ended()
+        handlers_ended = []
+        for handler in node.handlers:
+            self.frame.exited = self.frame.jumped = False
+            self.exec_block(_body(handler))
+            handlers_ended.append(self.frame.ended())
+        self.frame.exited = self.frame.jumped = False
+        if node.orelse is not None and not body_ended:
+            self.exec_block(_body(node.orelse))
+            body_ended = self.frame.ended()
+            self.frame.exited = self.frame.jumped = False
+        if node.finalbody is not None:
+            self.exec_block(_body(node.finalbody))
+        if body_ended == "exited" and all(e == "exited" for e in handlers_ended):
+            self.frame.exited = True
 
     def exec_small(self, small: cst.BaseSmallStatement, line: cst.SimpleStatementLine | None) -> None:
         if isinstance(small, cst.Expr):
@@ -285,9 +378,11 @@ class Interpreter:
             for target in small.targets:
                 self.assign(target.target, value, small.value)
         elif isinstance(small, cst.AnnAssign):
-            value = self.eval(small.value) if small.value is not None else UNKNOWN
             declared = calls.annotation_type(self, small.annotation.annotation)
-            if declared is not None and small.value is not None:
+            if small.value is None:
+                return  # a declaration binds nothing (a class-level one types the attribute: exec_class)
+            value = self.eval(small.value)
+            if declared is not None:
                 value = calls.check_declared(self, value, declared, small, "SPMD401", "annotated variable")
             self.assign(small.target, value, small.value)
         elif isinstance(small, cst.AugAssign):
@@ -295,6 +390,9 @@ class Interpreter:
         elif isinstance(small, cst.Return):
             value = self.eval(small.value) if small.value is not None else NONE
             self.frame.returns.append((value, small))
+            self.frame.exited = True
+        elif isinstance(small, (cst.Break, cst.Continue)):
+            self.frame.jumped = True
         elif isinstance(small, (cst.Import, cst.ImportFrom)):
             self.exec_import(small)
         elif isinstance(small, cst.Del):
@@ -303,6 +401,8 @@ class Interpreter:
             for child in small.children:
                 if isinstance(child, cst.BaseExpression):
                     self.eval(child)
+            if isinstance(small, cst.Raise):
+                self.frame.exited = True
 
     def exec_class(self, node: cst.ClassDef) -> None:
         """A class body runs once, in its own namespace; methods are checked with `self` an instance."""
@@ -434,10 +534,19 @@ class Interpreter:
         ref = self.ctx.site(node)
         before = dict(self.frame.env)
         start = len(self.collectives)
+        ranked = int(isinstance(test, RankValue))
+        self.rank_branches += ranked
+        try:
+            self._exec_arms(node, test, ref, before, start)
+        finally:
+            self.rank_branches -= ranked
+
+    def _exec_arms(self, node: cst.If, test: Value, ref: int, before: dict[str, Value], start: int) -> None:
         self.exec_block(_body(node))
         in_if = self.collectives[start:]
-        after_if = self.frame.env
+        after_if, if_ended = self.frame.env, self.frame.ended()
         self.frame.env = dict(before)
+        self.frame.exited = self.frame.jumped = False
         middle = len(self.collectives)
         if node.orelse is not None:
             if isinstance(node.orelse, cst.If):
@@ -447,7 +556,17 @@ class Interpreter:
         in_else = self.collectives[middle:]
         if isinstance(test, RankValue):
             self._check_rank_branch(node, test, in_if, in_else)
-        after_else = self.frame.env
+        after_else, else_ended = self.frame.env, self.frame.ended()
+        if if_ended and else_ended:
+            # nothing after the `if` runs on either path (return/raise, or break/continue in a loop)
+            self.frame.exited = if_ended == "exited" and else_ended == "exited"
+            self.frame.jumped = not self.frame.exited
+            return
+        self.frame.exited = self.frame.jumped = False
+        if if_ended or else_ended:
+            # only the arm that falls through reaches the code after the `if`
+            self.frame.env = after_else if if_ended else after_if
+            return
         merged: dict[str, Value] = {}
         for name in set(after_if) | set(after_else):
             a, b = after_if.get(name, UNKNOWN), after_else.get(name, UNKNOWN)
@@ -507,6 +626,9 @@ class Interpreter:
             if isinstance(node, cst.For):
                 self.assign(node.target, item, None)
             self.exec_block(_body(node))
+            if self.frame.exited:  # the body returned: after the loop is the path where it did not
+                self.frame.env = before
+            self.frame.exited = self.frame.jumped = False
             merged = {
                 n: join(before.get(n, UNKNOWN), self.frame.env.get(n, UNKNOWN), ref)
                 for n in set(before) | set(self.frame.env)
@@ -559,6 +681,7 @@ class Interpreter:
         if isinstance(target, cst.Name):
             self.frame.env[target.value] = value
             self.frame.rebound.add(target.value)
+            self.ctx.bound(target.value, value, target)
         elif isinstance(target, (cst.Tuple, cst.List)):
             items = _unpack(value, len(target.elements))
             for element, item in zip(target.elements, items):
@@ -576,10 +699,12 @@ class Interpreter:
                 if declared and value_node is not None:
                     value = calls.check_declared(self, value, declared, value_node, "SPMD401", "annotated attribute")
                 owner.attrs[target.attr.value] = value
+                self.ctx.bound(self.ctx.code_of(target), value, target)
                 return
             key = _attr_path(target)
             if key is not None:
                 self.frame.env[key] = value
+                self.ctx.bound(key, value, target)
 
     def rebind(self, node: cst.CSTNode | None, value: Value) -> None:
         """An op changed the type of the tensor named by `node` (in place, assert_type).
@@ -663,13 +788,17 @@ class Interpreter:
         return self.eval(node)
 
     def resolve_ref(self, value: Value) -> Value:
-        """A module attribute that names a type constant is that type."""
+        """A module attribute that names a type constant is that type; one naming a @model, the model."""
         if isinstance(value, ModuleRef):
             rule = self.ctx.registry.lookup(value.qualname)
+            if rule is not None and rule.model_path is not None:
+                return self.model_of(rule)
             if rule is not None and rule.const_type is not None:
                 from spmdcheck.rules.typespec import parse_axis_type
 
                 return TypeValue(parse_axis_type(rule.const_type))
+            if rule is not None and rule.const_str is not None:
+                return Literal(rule.const_str)  # a stub's string constant: an enum member naming an axis
         return value
 
     def eval_Attribute(self, node: cst.Attribute) -> Value:
@@ -719,6 +848,12 @@ class Interpreter:
             return UNKNOWN
         if isinstance(base, ClassValue):
             found = base.lookup(attr)
+            if found is None and attr == "apply":
+                # a torch.autograd.Function subclass: `Fn.apply(x)` runs its forward, `ctx` unknown.
+                # spmd_types' typecheck_forward, when the class has one, is the typed signature.
+                forward = base.lookup("typecheck_forward") or base.lookup("forward")
+                if isinstance(forward, FunctionValue):
+                    return MethodValue(forward, UNKNOWN)
             return found if found is not None else UNKNOWN
         return UNKNOWN
 
@@ -757,6 +892,8 @@ class Interpreter:
 
     def eval_UnaryOperation(self, node: cst.UnaryOperation) -> Value:
         operand = self.eval(node.expression)
+        if isinstance(node.operator, cst.Not) and isinstance(operand, Literal):
+            return Literal(not operand.value)
         if isinstance(node.operator, cst.Minus) and isinstance(operand, (TensorValue, Alternatives)):
             return calls.call_method(self, operand, f"{TENSOR}.__neg__", [], node, receiver_node=node.expression)
         if (
@@ -783,6 +920,8 @@ class Interpreter:
                 result = RankValue(None, frozenset({right.axis})) if right.axis is not None else RankValue(frozenset())
             elif isinstance(right, RankValue):
                 result = right.combine(result) if isinstance(result, RankValue) else right
+            elif isinstance(left, Literal) and isinstance(right, Literal) and len(node.comparisons) == 1:
+                result = _fold_comparison(target.operator, left.value, right.value)
             if dunder and isinstance(left, (TensorValue, Alternatives)):
                 result = calls.call_method(
                     self, left, f"{TENSOR}.{dunder}", [(None, right, target.comparator)], node, receiver_node=node.left
@@ -792,12 +931,18 @@ class Interpreter:
 
     def eval_BooleanOperation(self, node: cst.BooleanOperation) -> Value:
         left, right = self.eval(node.left), self.eval(node.right)
+        if isinstance(left, Literal) and isinstance(right, Literal):
+            if isinstance(node.operator, cst.And):
+                return left if not left.value else right
+            return left if left.value else right
         if isinstance(left, RankValue):
             return left.combine(right)
         return right if isinstance(right, RankValue) else UNKNOWN
 
     def eval_IfExp(self, node: cst.IfExp) -> Value:
-        self.eval(node.test)
+        test = self.eval(node.test)
+        if isinstance(test, Literal) and self.inline_stack:
+            return self.eval(node.body if test.value else node.orelse)
         return join(self.eval(node.body), self.eval(node.orelse), self.ctx.site(node))
 
     def eval_Subscript(self, node: cst.Subscript) -> Value:
@@ -866,10 +1011,34 @@ class Interpreter:
         return UNKNOWN
 
     def eval_ListComp(self, node: cst.ListComp) -> Value:
-        return UNKNOWN
+        return self._comprehension(node)
 
     def eval_GeneratorExp(self, node: cst.GeneratorExp) -> Value:
+        return self._comprehension(node)
+
+    def eval_SetComp(self, node: cst.SetComp) -> Value:
+        self._comprehension(node)
         return UNKNOWN
+
+    def _comprehension(self, node: cst.ListComp | cst.GeneratorExp | cst.SetComp) -> Value:
+        """The element once, its loop variables bound to an element of each iterable: a list of such items.
+
+        The loop variables do not leak (Python 3 scoping); what the element does to objects stays.
+        """
+        saved = self.frame.env
+        self.frame.env = dict(saved)
+        try:
+            clause: cst.CompFor | None = node.for_in
+            while clause is not None:
+                iterable = self.eval(clause.iter)
+                self.assign(clause.target, _element_of(iterable), None)
+                for cond in clause.ifs:
+                    self.eval(cond.test)
+                clause = clause.inner_for_in
+            item = self.eval(node.elt)
+        finally:
+            self.frame.env = saved
+        return Homogeneous(item)
 
     def eval_Await(self, node: cst.Await) -> Value:
         return self.eval(node.expression)
@@ -883,10 +1052,30 @@ class Interpreter:
     def report(self, finding: Finding) -> None:
         if not self.checking:
             return
+        if self.ctx.stub:
+            finding = self._at_library_call(finding)
+            if finding is None:
+                return
+            ctx = finding.origin
+            finding.origin = None
+            ctx.report(finding)
+            return
         if self.call_sites and not finding.call_chain and any(ctx is not self.ctx for ctx, _ in self.call_sites):
             # types came from another file: name the calls that brought them here, innermost first
             finding.call_chain = tuple(ctx.site(call) for ctx, call in reversed(self.call_sites))
         self.ctx.report(finding)
+
+    def _at_library_call(self, finding: Finding) -> Finding | None:
+        """A finding inside a library model belongs to the user's call into the library."""
+        for i in range(len(self.call_sites) - 1, -1, -1):
+            ctx, call = self.call_sites[i]
+            if not ctx.stub:
+                name = self.inline_stack[i].name.value
+                moved = Finding(finding.code, call, f"in library code `{name}`: {finding.message}")
+                moved.origin = ctx
+                moved.severity = finding.severity
+                return moved
+        return None
 
     def result_grad(self, grads: Sequence[GradState]) -> GradState:
         if not self.grad_enabled:
@@ -894,8 +1083,14 @@ class Interpreter:
         return GradState.join(grads) if grads else GradState.NO
 
     def factory_tensor(self, rank: int | None, grad: GradState, typed: bool) -> TensorValue:
-        """A deterministic factory's result: R on every axis of the mesh in scope."""
-        axes = {a: AxisType(Kind.R) for a in self.mesh} if typed else {}
+        """A deterministic factory's result: R on every axis of the mesh in scope.
+
+        spmd_types types a factory only while its checking mode runs. The configured mesh is an assumption
+        about code that uses spmd_types; a file that never imports it (a test building inputs, unannotated
+        library code) gives no sign that its tensors are made under checking: they stay untyped there.
+        """
+        assumed = self.mesh == self.ctx.options.mesh and not self.ctx.imports_spmd_types
+        axes = {a: AxisType(Kind.R) for a in self.mesh} if typed and not assumed else {}
         return TensorValue(SpmdType(axes), grad, rank)
 
 
@@ -906,6 +1101,13 @@ def _body(node: cst.CSTNode) -> Sequence[cst.CSTNode]:
     if isinstance(body, (list, tuple)):
         return body
     return ()
+
+
+def _param_name(fn: cst.FunctionDef, name: str) -> cst.CSTNode:
+    params = fn.params
+    every = [*params.posonly_params, *params.params, *params.kwonly_params]
+    every += [p for p in (params.star_arg, params.star_kwarg) if isinstance(p, cst.Param)]
+    return next((p.name for p in every if p.name.value == name), fn.name)
 
 
 def _walk_statements(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
@@ -926,6 +1128,29 @@ def _attr_path(node: cst.BaseExpression) -> str | None:
         parts.append(node.value)
         return ".".join(reversed(parts))
     return None
+
+
+_FOLDABLE = {
+    cst.Equal: lambda a, b: a == b,
+    cst.NotEqual: lambda a, b: a != b,
+    cst.Is: lambda a, b: a is b,
+    cst.IsNot: lambda a, b: a is not b,
+    cst.LessThan: lambda a, b: a < b,
+    cst.LessThanEqual: lambda a, b: a <= b,
+    cst.GreaterThan: lambda a, b: a > b,
+    cst.GreaterThanEqual: lambda a, b: a >= b,
+}
+
+
+def _fold_comparison(op: cst.BaseCompOp, a: object, b: object) -> Value:
+    """Two constants compared (`weight is None` with the default None): the answer, to pick a branch."""
+    fold = _FOLDABLE.get(type(op))
+    if fold is None or not all(isinstance(v, (int, float, str, bool, type(None))) for v in (a, b)):
+        return UNKNOWN
+    try:
+        return Literal(bool(fold(a, b)))
+    except TypeError:
+        return UNKNOWN
 
 
 def _always_exits(block: cst.CSTNode) -> bool:

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from spmdcheck.analysis.context import FileContext, Options, ProgramState
-from spmdcheck.analysis.interpreter import Frame, Interpreter, Scope
+from spmdcheck.analysis.context import BindObserver, FileContext, Options, ProgramState
+from spmdcheck.analysis.interpreter import Interpreter, Scope
 from spmdcheck.program.graph import ModuleFile, ModuleGraph
 from spmdcheck.rules.stubs import Registry
 
@@ -56,8 +56,9 @@ def analyze_program(
     registry: Registry,
     graph: ModuleGraph | None = None,
     parse: Callable[[str], cst.Module | None] | None = None,
+    on_bind: BindObserver | None = None,
 ) -> ProgramResult:
-    program = ProgramState()
+    program = ProgramState(on_bind=on_bind)
     runs: dict[str, _ModuleRun] = {}
     ordered: list[_ModuleRun] = []
     for unit in units:
@@ -124,41 +125,11 @@ def _context(unit: SourceUnit, registry: Registry, program: ProgramState) -> Fil
 
 
 def _run_top_level(interp: Interpreter, run: _ModuleRun) -> None:
-    """Run one module's top level, leaving the interpreter as it was (imports nest)."""
     assert run.unit.module is not None
-    saved = (
-        interp.ctx,
-        interp.scope,
-        interp.frame,
-        interp.mesh,
-        interp.grad_enabled,
-        interp.checking,
-        interp.inline_stack,
-        interp.call_sites,
-        interp.divergent,
-    )
-    # a module's top level runs once, whoever imports it first: not inside that importer's calls
-    interp.inline_stack, interp.call_sites, interp.divergent = [], [], []
-
     run.state = "running"
-    interp.ctx = run.ctx
-    interp.frame = Frame({}, {})
-    interp.frame.globals = interp.frame.env
-    run.scope = Scope(run.ctx, interp.frame.env)
-    interp.scope = run.scope
-    interp.mesh, interp.grad_enabled, interp.checking = run.unit.options.mesh, True, True
+    # the scope exists (and is importable, for cycles) before the body finishes
+    run.scope = Scope(run.ctx, {})
     try:
-        interp.exec_block(run.unit.module.body)
+        interp.run_scope(run.scope, run.unit.module)
     finally:
         run.state = "done"
-        (
-            interp.ctx,
-            interp.scope,
-            interp.frame,
-            interp.mesh,
-            interp.grad_enabled,
-            interp.checking,
-            interp.inline_stack,
-            interp.call_sites,
-            interp.divergent,
-        ) = saved

@@ -10,26 +10,28 @@ import libcst as cst
 from spmdcheck.analysis.binding import Bound
 from spmdcheck.analysis.findings import Finding, Suggestion
 from spmdcheck.analysis.ops import render_fix_call
+from spmdcheck.analysis.reveal import reveal
 from spmdcheck.analysis.typeexpr import TypeDict, TypeExprError, axis_name, merge_type_dicts, type_dict
 from spmdcheck.analysis.values import (
     UNKNOWN,
     Literal,
+    MeshValue,
     ScalarValue,
     Seq,
     TensorValue,
     TypeValue,
     Value,
 )
-from spmdcheck.lattice import AxisType, GradState, Kind, S, SpmdType
+from spmdcheck.lattice import S_UNKNOWN_DIM, AxisType, GradState, Kind, S, SpmdType
 from spmdcheck.rules.model import OpRule
 
 if TYPE_CHECKING:
-    from spmdcheck.analysis.interpreter import Interpreter
+    from spmdcheck.analysis.context import Analysis
 
-Handler = Callable[["Interpreter", OpRule, Bound, cst.Call, list], Value]
+Handler = Callable[["Analysis", OpRule, Bound, cst.Call, list], Value]
 
 
-def asserted_axes(interp: Interpreter, td: TypeDict, node: cst.CSTNode) -> dict[str, AxisType] | None:
+def asserted_axes(interp: Analysis, td: TypeDict, node: cst.CSTNode) -> dict[str, AxisType] | None:
     axes = dict(td.axes)
     known = interp.ctx.known_axes
     for axis in list(axes):
@@ -40,24 +42,27 @@ def asserted_axes(interp: Interpreter, td: TypeDict, node: cst.CSTNode) -> dict[
                 )
             )
             del axes[axis]
-    if td.bare is not None:
+    if td.bare is not None and not td.partial:
         if not interp.mesh:
-            interp.report(
-                Finding(
-                    "SPMD002",
-                    node,
-                    "a bare type fills the axes of the current mesh, but no mesh is "
-                    "in scope (set [tool.spmdcheck] mesh or use set_current_mesh)",
+            # A caller (or a project helper the checker cannot see through) may have set the mesh: unknown
+            # is silent by default; strict mode asks for a mesh it can see.
+            if interp.ctx.options.strict:
+                interp.report(
+                    Finding(
+                        "SPMD002",
+                        node,
+                        "a bare type fills the axes of the current mesh, but no mesh is "
+                        "in scope (set [tool.spmdcheck] mesh or use set_current_mesh)",
+                    )
                 )
-            )
-            return None
+            return axes or None
         for axis in interp.mesh:
             axes.setdefault(axis, td.bare)
     return axes
 
 
 def refine(
-    interp: Interpreter, x: TensorValue, axes: dict[str, AxisType], node: cst.CSTNode, code: str, what: str
+    interp: Analysis, x: TensorValue, axes: dict[str, AxisType], node: cst.CSTNode, code: str, what: str
 ) -> TensorValue:
     """assert_type semantics: set unknown axes, check known ones; V may become P (or S(d))."""
     merged = dict(x.type)
@@ -110,10 +115,10 @@ def refine(
                 code, node, f"{what}: on axis {axis!r} the value is {have} but {want} is declared{extra}", suggestions
             )
         )
-    return TensorValue(SpmdType(merged), x.grad, x.rank, reduced_at=x.reduced_at)
+    return TensorValue(SpmdType(merged), x.grad, x.rank, reduced_at=x.reduced_at, leaf=x.leaf)
 
 
-def _pending_at_contract(interp: Interpreter, have: AxisType, axis: str, node: cst.CSTNode, want: str) -> None:
+def _pending_at_contract(interp: Analysis, have: AxisType, axis: str, node: cst.CSTNode, want: str) -> None:
     value = _contracted_value(node)
     operand = interp.ctx.code_of(value)
     if want.startswith("S("):
@@ -152,14 +157,14 @@ def _normalize(t: AxisType, rank: int | None) -> AxisType:
 
 
 def _types_from(
-    interp: Interpreter, values: list[tuple[Value, cst.CSTNode]], node: cst.CSTNode
+    interp: Analysis, values: list[tuple[Value, cst.CSTNode]], node: cst.CSTNode
 ) -> dict[str, AxisType] | None:
     parts = []
     for value, vnode in values:
         if isinstance(value, Literal) and value.value is None:
             continue
         try:
-            parts.append(type_dict(value))
+            parts.append(type_dict(value, known_name(interp)))
         except TypeExprError as exc:
             if _statically_unknown(value):
                 return None  # a type built at run time: gradual, nothing to check
@@ -176,6 +181,12 @@ def _types_from(
     return asserted_axes(interp, merged, node)
 
 
+def known_name(interp: Analysis) -> Callable[[str], bool]:
+    """Whether the stubs describe an imported name."""
+    registry = interp.ctx.registry
+    return lambda qualname: registry.lookup(registry.resolve_alias(qualname)) is not None
+
+
 def _statically_unknown(value: Value) -> bool:
     from spmdcheck.analysis.values import DictValue, Unknown
 
@@ -184,7 +195,7 @@ def _statically_unknown(value: Value) -> bool:
     return isinstance(value, Unknown)
 
 
-def assert_type(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
+def assert_type(interp: Analysis, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
     if not args:
         return UNKNOWN
     _, target, target_node = args[0]
@@ -195,7 +206,7 @@ def assert_type(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.Call,
 
 
 def _apply_to(
-    interp: Interpreter, target: Value, target_node: cst.CSTNode, fn: Callable[[TensorValue], TensorValue]
+    interp: Analysis, target: Value, target_node: cst.CSTNode, fn: Callable[[TensorValue], TensorValue]
 ) -> Value:
     if isinstance(target, TensorValue):
         result = fn(target)
@@ -221,7 +232,7 @@ def _apply_to(
     return target
 
 
-def assert_type_like(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
+def assert_type_like(interp: Analysis, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
     if len(args) < 2:
         return UNKNOWN
     _, target, target_node = args[0]
@@ -237,14 +248,17 @@ def assert_type_like(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.
     )
 
 
-def mutate_type(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
+def mutate_type(interp: Analysis, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
     if not args:
         return UNKNOWN
     _, target, target_node = args[0]
     src, dst = bound.get("src"), bound.get("dst")
     axis_value = bound.get("axis")
     if not isinstance(target, TensorValue):
-        return target
+        if target is UNKNOWN and axis_value is not None:
+            target = TensorValue(SpmdType(), GradState.UNKNOWN, None)  # after the call the axis is dst
+        else:
+            return target
     axes = [axis_name(axis_value)] if axis_value is not None else list(target.type)
     new = dict(target.type)
     for axis in axes:
@@ -254,7 +268,12 @@ def mutate_type(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.Call,
         want_dst = _per_axis(dst, axis)
         have = target.type.get(axis)
         if have is None:
-            interp.report(Finding("SPMD401", node, f"mutate_type: the value has no type on axis {axis!r}"))
+            # Only the axes the checker knows are stored: a missing axis is unknown (a value built from
+            # unknown parts), not known to be untyped, unless the value is known to carry no type at all.
+            if interp.ctx.options.strict and not target.opaque and not target.typed:
+                interp.report(Finding("SPMD401", node, f"mutate_type: the value has no type on axis {axis!r}"))
+            elif want_dst is not None:
+                new[axis] = want_dst
             continue
         if want_src is not None and want_src.kind is not have.kind:
             interp.report(
@@ -278,7 +297,7 @@ def _per_axis(value: Value | None, axis: str) -> AxisType | None:
     return td.axes.get(axis) if td is not None else None
 
 
-def reinterpret_no_grad(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
+def reinterpret_no_grad(interp: Analysis, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
     target, target_node = bound.get("x"), bound.node("x")
     axis, dst = axis_name(bound.get("axis") or UNKNOWN), bound.get("dst")
     if not isinstance(target, TensorValue) or axis is None or not isinstance(dst, TypeValue):
@@ -291,7 +310,7 @@ def reinterpret_no_grad(interp: Interpreter, rule: OpRule, bound: Bound, node: c
     return result
 
 
-def scalar(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
+def scalar(interp: Analysis, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
     if len(args) < 2:
         return UNKNOWN
     try:
@@ -302,14 +321,18 @@ def scalar(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.Call, args
     return ScalarValue(SpmdType(td.axes))
 
 
-def shard_type(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
-    if args and isinstance(args[0][1], Literal) and isinstance(args[0][1].value, int):
-        return TypeValue(S(args[0][1].value))
-    interp.report(Finding("SPMD002", node, "S(d) needs an integer literal dim"))
-    return UNKNOWN
+def shard_type(interp: Analysis, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
+    """`S(d)`: d a constant (literal, constant arithmetic, `x.dim() - 1` at a known rank), else S(?)."""
+    dim = args[0][1] if args else None
+    if isinstance(dim, Literal) and isinstance(dim.value, int) and not isinstance(dim.value, bool):
+        return TypeValue(S(dim.value))
+    if dim is None or isinstance(dim, Literal):
+        interp.report(Finding("SPMD002", node, "S(d) needs an integer dim"))
+        return UNKNOWN
+    return TypeValue(S_UNKNOWN_DIM)  # computed at run time: sharded, on a dim the checker cannot know
 
 
-def backward(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
+def backward(interp: Analysis, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
     first = rule.params[0].name if rule.params else "self"  # Tensor.backward(self) / autograd.backward(tensors)
     loss, loss_node = bound.get(first), bound.node(first)
     explicit = bound.get("gradient") or bound.get("grad_tensors")
@@ -355,7 +378,12 @@ def backward(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.Call, ar
     return Literal(None)
 
 
-def ignore(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
+def current_mesh(interp: Analysis, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
+    """`current_mesh()`: the mesh in scope, when the checker knows it."""
+    return MeshValue(interp.mesh) if interp.mesh else UNKNOWN
+
+
+def ignore(interp: Analysis, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
     return UNKNOWN
 
 
@@ -369,5 +397,7 @@ HANDLERS: dict[str, Handler] = {
     "shard_type": shard_type,
     "backward": backward,
     "ignore": ignore,
+    "current_mesh": current_mesh,
     "local_map": ignore,
+    "reveal": reveal,
 }

@@ -95,6 +95,17 @@ class ProgramPositions:
     def add(self, origin: object, path: str, module: cst.Module, source_lines: list[str]) -> None:
         self._files[id(origin)] = (path, module, source_lines)
 
+    def _known(self, origin: object) -> int:
+        """The key of an origin's file: one added, or a file the analysis read on its own (a stub's model)."""
+        key = id(origin)
+        if key in self._files:
+            return key
+        module, path = getattr(origin, "module", None), getattr(origin, "path", None)
+        if isinstance(module, cst.Module) and isinstance(path, str):
+            self._files[key] = (path, module, [])
+            return key
+        return id(None)
+
     def _table(self, origin: object):  # noqa: ANN202
         key = id(origin)
         if key not in self._positions:
@@ -117,7 +128,9 @@ class ProgramPositions:
 
             def where(ref: int, here: str = path) -> str:
                 node, site_origin = sites[ref]
-                site_key = id(site_origin) if id(site_origin) in self._files else id(None)
+                site_key = self._known(site_origin)
+                if site_key not in self._files:
+                    return "another file"
                 site_pos = self._table(site_origin if site_key == id(site_origin) else None).get(node)
                 line = site_pos.start.line if site_pos is not None else 0
                 site_path = self._files[site_key][0]

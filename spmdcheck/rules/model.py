@@ -113,6 +113,12 @@ class OpRule:
     factory_rank: int | None = None  # a fixed rank (arange: 1, eye: 2)
     passthrough: bool = False
     rank_dependent: bool = False  # returns a value that differs across ranks (a rank index)
+    container_param: str | None = None  # returns this argument, a sequence of modules (nn.ModuleList)
+    sequential_param: str | None = None  # returns a chain of these modules, applied in order when called
+    constant_test: bool = False  # returns whether its argument is a constant the analysis knows (is_known)
+    model_path: str | None = None  # a @model class/function: the stub file whose body the analysis interprets
+    model_module: str | None = None  # ... and that stub's module name (for its relative imports)
+    rank_of: bool = False  # returns the receiver tensor's rank (x.dim(), x.ndim): a constant when it is known
     rank_axis: str | None = None  # ... only along this mesh axis (a rank within the tp group); None: every axis
     rank_group_param: str | None = None  # ... along the axis of the group (or mesh dim) this parameter names
     group_members_param: str | None = None  # returns the ranks of the group this parameter names
@@ -130,8 +136,35 @@ class OpRule:
     spmd_api: str | None = None
     context: str | None = None
     const_type: str | None = None  # a type constant: R, I, V, P
+    const_str: str | None = None  # a string constant (an enum member naming a mesh axis: `DP = "dp"`)
     alias_of: str | None = None
     source: str = ""  # stub file:line, for messages
+
+    @property
+    def kind(self) -> str:
+        """Which transfer function types a call of this rule (analysis/transfer.py), by priority."""
+        for kind, present in (
+            ("context", self.context is not None),
+            ("spmd_api", self.spmd_api is not None),
+            ("collective", self.collective is not None),
+            ("raw_collective", self.raw is not None),
+            ("mapping", bool(self.mappings)),
+            ("process_group", self.process_group_axis is not None),
+            ("mesh_factory", self.mesh_factory_names is not None),
+            ("mesh_group", self.mesh_group_param is not None),
+            ("constant_test", self.constant_test),
+            ("container", self.container_param is not None),
+            ("sequential", self.sequential_param is not None),
+            ("rank_of", self.rank_of),
+            ("group_members", self.group_members_param is not None),
+            ("passthrough", self.passthrough),
+            ("type_constant", self.const_type is not None),
+            ("factory", self.factory is not None),
+            ("opaque", self.opaque),
+        ):
+            if present:
+                return kind
+        return "op"
 
     def param(self, name: str) -> Param | None:
         return next((p for p in self.params if p.name == name), None)
