@@ -13,7 +13,7 @@ from typing import Protocol
 
 import libcst as cst
 
-from spmdcheck.analysis import calls
+from spmdcheck.analysis import calls, spmd_api
 from spmdcheck.analysis.context import FileContext
 from spmdcheck.analysis.findings import Finding
 from spmdcheck.analysis.values import (
@@ -35,11 +35,13 @@ from spmdcheck.analysis.values import (
     MethodValue,
     ModuleRef,
     ModuleValue,
+    PyNumber,
     RankValue,
     Seq,
     SuperValue,
     TensorValue,
     TypeValue,
+    Unknown,
     Value,
     alternatives_of,
     join,
@@ -570,7 +572,12 @@ class Interpreter:
         merged: dict[str, Value] = {}
         for name in set(after_if) | set(after_else):
             a, b = after_if.get(name, UNKNOWN), after_else.get(name, UNKNOWN)
-            merged[name] = join(a, b, ref)
+            if isinstance(test, RankValue) and a != b and _plain(a) and _plain(b):
+                # set differently on the two sides of a rank-dependent condition: the number now
+                # differs across ranks as the condition does (`if last_rank: n -= 1`, then `range(n)`)
+                merged[name] = test
+            else:
+                merged[name] = join(a, b, ref)
         self.frame.env = merged
 
     def _check_rank_branch(self, node: cst.If, test: RankValue, in_if: list, in_else: list) -> None:
@@ -849,9 +856,12 @@ class Interpreter:
         if isinstance(base, ClassValue):
             found = base.lookup(attr)
             if found is None and attr == "apply":
-                # a torch.autograd.Function subclass: `Fn.apply(x)` runs its forward, `ctx` unknown.
-                # spmd_types' typecheck_forward, when the class has one, is the typed signature.
-                forward = base.lookup("typecheck_forward") or base.lookup("forward")
+                # spmd_types' typecheck_forward, when the class has one, is the typed signature of `apply`
+                # (not re-entered from its own body); otherwise `Fn.apply(x)` runs forward, `ctx` unknown.
+                hook = spmd_api.autograd_apply(base, [self.frame.function, *self.inline_stack])
+                if hook is not UNKNOWN or base.lookup("typecheck_forward") is not None:
+                    return hook
+                forward = base.lookup("forward")
                 if isinstance(forward, FunctionValue):
                     return MethodValue(forward, UNKNOWN)
             return found if found is not None else UNKNOWN
@@ -1151,6 +1161,11 @@ def _fold_comparison(op: cst.BaseCompOp, a: object, b: object) -> Value:
         return Literal(bool(fold(a, b)))
     except TypeError:
         return UNKNOWN
+
+
+def _plain(value: Value) -> bool:
+    """A Python value (a number, a flag), not a tensor, object or container the analysis tracks."""
+    return isinstance(value, (Literal, Unknown, PyNumber, RankValue))
 
 
 def _always_exits(block: cst.CSTNode) -> bool:
