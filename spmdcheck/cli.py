@@ -346,7 +346,7 @@ def _report(args: argparse.Namespace, diags: list, files: int, stdin_text: str |
     if status == EXIT_USAGE or any(d.code in ("SPMD000", "SPMD005") for d in diags):
         return EXIT_USAGE
     findings = [d for d in diags if d.severity != "note"]  # notes (reveal_spmd_type) never fail a run
-    if findings and not args.exit_zero and not args.add_noqa:
+    if findings and not args.exit_zero:  # after --add-noqa: what a noqa cannot silence (syntax errors)
         return EXIT_FINDINGS
     return EXIT_CLEAN
 
@@ -367,7 +367,7 @@ def _print_diff(results, settings_of) -> int:  # noqa: ANN001
         def check(text: str, path: str = r.path, settings=settings, registry=registry):  # noqa: ANN001, ANN202
             return check_source(text, path, settings, registry)
 
-        diff, count = fix_diff(r.path, check, display_path(r.path).replace(os.sep, "/"))
+        diff, count = fix_diff(r.path, r.diagnostics, check, display_path(r.path).replace(os.sep, "/"))
         sys.stdout.write(diff)
         total += count
     print(f"spmdcheck: would apply {total} fix(es)" if total else "spmdcheck: no fixes to apply", file=sys.stderr)
