@@ -182,6 +182,7 @@ def _file_settings(cfg, args: argparse.Namespace, path: str):  # noqa: ANN001, A
     return Settings(
         mesh=_split(args.mesh) or cfg.mesh,
         strict=cfg.strict if args.strict is None else True,
+        preview=cfg.preview or bool(getattr(args, "preview", False)),
         stub_path=tuple(cfg.stub_path) + tuple(str(pathlib.Path(p).resolve()) for p in args.stub_path),
         select=select + extend if select else (),
         ignore=_split(args.ignore) + cfg.ignore + cfg.ignores_for(pathlib.Path(path)),
@@ -202,6 +203,7 @@ def _show_settings(resolver, args: argparse.Namespace, path: str) -> int:  # noq
         "config-file": str(cfg.source) if cfg.source else None,
         "mesh": list(settings.mesh),
         "strict": settings.strict,
+        "preview": settings.preview,
         "stub-path": list(settings.stub_path),
         "include": [f"{g.base}/{g.pattern}" for g in cfg.include],
         "exclude": [f"{g.base}/{g.pattern}" for g in cfg.exclude],

@@ -219,6 +219,8 @@ def transition(
         x.type.with_axis(axis, AxisType(out.kind, shard=_norm_shard(out.shard, rank))),
         x.grad,
         rank,
+        # an input whose type is unknown stays unknown on the other axes: nothing to report from them
+        opaque=x.opaque,
         min_rank=x.min_rank if rank is None else 0,
     )
     if api in REDUCING and out.kind in (Kind.R, Kind.I):

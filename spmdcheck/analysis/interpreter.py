@@ -164,6 +164,8 @@ class Interpreter:
         self.divergent: list[tuple[RankValue, cst.CSTNode]] = []
         self.last_test: Value = UNKNOWN  # the condition of the `if` that just ran
         self.rank_branches = 0  # arms of rank-dependent `if`s being run (their collectives are compared)
+        # the rank-dependent `if` that just ran and the tensors its arms computed differently (SPMD502)
+        self.rank_specific: tuple[cst.If, list[str]] | None = None
         self.summaries: dict[tuple, Summary] = {}
         self._models: dict[str, Scope | None] = {}  # stub path -> its @model definitions
         self._instances: dict[int, InstanceValue] = {}  # class id -> the instance its methods are checked on
@@ -298,10 +300,13 @@ class Interpreter:
     def exec_block(self, body: Sequence[cst.CSTNode]) -> None:
         depth = len(self.divergent)
         try:
-            for stmt in body:
+            for i, stmt in enumerate(body):
                 if self.frame.exited or self.frame.jumped:
                     break  # the rest of the block is not reached on this path
+                self.rank_specific = None
                 self.exec_stmt(stmt)
+                if self.rank_specific is not None and self.rank_specific[0] is stmt and self.rank_specific[1]:
+                    self._report_rank_specific(stmt, self.rank_specific[1], body[i + 1 :])
                 if isinstance(stmt, cst.If) and isinstance(self.last_test, RankValue):
                     exits = (_always_exits(stmt.body), stmt.orelse is not None and _always_exits(stmt.orelse))
                     if exits[0] != exits[1]:
@@ -569,6 +574,8 @@ class Interpreter:
             # only the arm that falls through reaches the code after the `if`
             self.frame.env = after_else if if_ended else after_if
             return
+        if isinstance(test, RankValue):
+            self.rank_specific = (node, self._rank_specific_tensors(test, after_if, after_else))
         merged: dict[str, Value] = {}
         for name in set(after_if) | set(after_else):
             a, b = after_if.get(name, UNKNOWN), after_else.get(name, UNKNOWN)
@@ -579,6 +586,38 @@ class Interpreter:
             else:
                 merged[name] = join(a, b, ref)
         self.frame.env = merged
+
+    def _rank_specific_tensors(self, test: RankValue, after_if: dict, after_else: dict) -> list[str]:
+        """(preview, SPMD502) Tensors computed differently on the two sides of a rank-dependent `if`.
+
+        A membership guard (`rank in ranks_of(g)`) is left alone: whether a rank belongs to a group is
+        not a computation that differs between the ranks running it."""
+        if test.invariant:
+            return []
+        names = []
+        for name in sorted(set(after_if) | set(after_else)):
+            a, b = after_if.get(name, UNKNOWN), after_else.get(name, UNKNOWN)
+            if a is not b and (_is_tensor(a) or _is_tensor(b)) and "." not in name:
+                names.append(name)
+        return names
+
+    def _report_rank_specific(self, node: cst.If, names: list[str], rest: Sequence[cst.CSTNode]) -> None:
+        """Only a tensor used after the `if` continues into the computation: logging and saving inside the
+        branch (the rank-0 patterns compiled programs keep) end there."""
+        used = _names_used(rest)
+        live = [n for n in names if n in used]
+        if not live:
+            return
+        site = self.ctx.site(node)
+        self.report(
+            Finding(
+                "SPMD502",
+                node.test,
+                f"`{live[0]}` is computed differently depending on the rank-dependent condition at "
+                f"{{site:{site}}} and used after it: a program compiled once and run on every rank would "
+                f"give some ranks the other branch's computation",
+            )
+        )
 
     def _check_rank_branch(self, node: cst.If, test: RankValue, in_if: list, in_else: list) -> None:
         """Collectives must be called by every rank of their group: a rank-dependent branch may not differ.
@@ -1161,6 +1200,22 @@ def _fold_comparison(op: cst.BaseCompOp, a: object, b: object) -> Value:
         return Literal(bool(fold(a, b)))
     except TypeError:
         return UNKNOWN
+
+
+def _names_used(statements: Sequence[cst.CSTNode]) -> set[str]:
+    names: set[str] = set()
+
+    class _Collect(cst.CSTVisitor):
+        def visit_Name(self, node: cst.Name) -> None:
+            names.add(node.value)
+
+    for stmt in statements:
+        stmt.visit(_Collect())
+    return names
+
+
+def _is_tensor(value: Value) -> bool:
+    return isinstance(value, (TensorValue, Alternatives))
 
 
 def _plain(value: Value) -> bool:
