@@ -918,6 +918,13 @@ class Interpreter:
                     args.append(("*", value, arg.value))
                 continue
             if arg.star == "**":
+                # `f(**{"x": x})`: a dict with constant string keys is keyword arguments
+                if isinstance(value, DictValue):
+                    args.extend(
+                        (key.value, item, key_node)
+                        for key, item, key_node in value.items
+                        if isinstance(key, Literal) and isinstance(key.value, str)
+                    )
                 continue
             args.append((arg.keyword.value if arg.keyword is not None else None, value, arg.value))
         return calls.dispatch(self, func, args, node)
