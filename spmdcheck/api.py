@@ -15,7 +15,9 @@ import libcst as cst
 
 from spmdcheck.analysis.context import Options
 from spmdcheck.analysis.program import SourceUnit, analyze_program
+from spmdcheck.diagnostics.codes import CODES
 from spmdcheck.diagnostics.render import Diagnostic, ProgramPositions, make
+from spmdcheck.diagnostics.suppression import apply_suppressions
 from spmdcheck.frontend.inline_config import read_inline_config
 from spmdcheck.frontend.source import ParseFailure, is_relevant, mesh_names_in, parse, syntax_error
 from spmdcheck.program.graph import build_graph, module_name_for
@@ -91,8 +93,6 @@ def load_registry(stub_path: tuple[str, ...] = ()) -> Registry:
 
 
 def _selected(code: str, settings: Settings) -> bool:
-    from spmdcheck.diagnostics.codes import CODES
-
     def matches(pattern: str) -> bool:
         p = pattern.strip()
         if p.upper() == "ALL":
@@ -132,6 +132,7 @@ def check_sources(
     out: dict[str, list[Diagnostic]] = {path: [] for path in sources}
     units: list[SourceUnit] = []
     lines: dict[str, list[str]] = {}
+    strict_of: dict[str, bool] = {}
     for path, text in sources.items():
         if path in libraries:
             units.append(SourceUnit(path, None, Options(mesh=settings.mesh), module_name_for(path, exists), text=text))
@@ -155,6 +156,7 @@ def check_sources(
         )
         out[path] += [make(path, "SPMD005", message, line) for line, message in inline.errors]
         units.append(SourceUnit(path, parsed, options, module_name_for(path, exists), frozenset(mesh_names_in(text))))
+        strict_of[path] = options.strict
         lines[path] = text.splitlines()
     graph = build_graph(sources, exists) if len(sources) > 1 else None
 
@@ -171,6 +173,12 @@ def check_sources(
             )
     for path, diags in positions.render(result.program.findings, result.program.sites).items():
         out[path] += diags
+    for path in out:
+
+        def enabled(code: str, strict: bool = strict_of.get(path, settings.strict)) -> bool:
+            return _selected(code, settings) and (strict or not CODES[code].strict_only)
+
+        out[path] = apply_suppressions(path, sources[path], out[path], enabled)
     return {
         path: sorted((d for d in diags if _selected(d.code, settings)), key=Diagnostic.sort_key)
         for path, diags in out.items()
@@ -198,7 +206,8 @@ def load_file(path: str, settings: Settings) -> LoadedFile | FileResult:
         data = pathlib.Path(path).read_bytes()
     except OSError as exc:
         return FileResult(path, [make(path, "SPMD005", f"cannot read file: {exc.strerror}")])
-    relevant = is_relevant(data, bool(settings.mesh))
+    # a file naming an spmdcheck code (in a suppression comment) is checked, so an unused one is reported
+    relevant = is_relevant(data, bool(settings.mesh)) or b"SPMD" in data
     if not relevant:
         failure = syntax_error(data)
         if failure is None:

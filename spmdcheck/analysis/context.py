@@ -7,8 +7,9 @@ helper of layers.py reached from model.py is reported in layers.py).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import libcst as cst
 
@@ -115,3 +116,30 @@ def _dotted(node: cst.BaseExpression) -> str:
     if isinstance(node, cst.Attribute):
         return f"{_dotted(node.value)}.{node.attr.value}"
     return ""
+
+
+class Analysis(Protocol):
+    """What a transfer function (an op, collective or spmd_types rule) may see and do.
+
+    Transfer functions never rebind variables or join states themselves: they return a value and
+    announce effects (`rebind`, `note_collective`, `report`), which the interpreter applies, records
+    per branch alternative and joins. This is the whole interface: they do not know the interpreter.
+    """
+
+    ctx: FileContext  # the file being interpreted: registry, options, axes, spellings, sites
+    mesh: tuple[str, ...]  # the mesh in scope
+    grad_enabled: bool
+
+    def report(self, finding: Finding) -> None: ...
+
+    def rebind(self, node: cst.CSTNode | None, value: Any) -> None:
+        """The tensor `node` names now has this value (an in-place op, assert_type)."""
+
+    def note_collective(self, api: str, axis: str | None, node: cst.CSTNode) -> None: ...
+
+    def lookup(self, name: str) -> Any:
+        """What a name denotes in the current scope (for spellings in suggestions)."""
+
+    def result_grad(self, grads: Sequence[Any]) -> Any: ...
+
+    def factory_tensor(self, rank: int | None, grad: Any, typed: bool) -> Any: ...

@@ -86,6 +86,8 @@ _BUILTINS: dict[str, Value] = {
     "False": Literal(False),
     "None": NONE,
     "super": BuiltinValue("super"),
+    "tuple": BuiltinValue("tuple"),
+    "list": BuiltinValue("list"),
     **{name: BuiltinValue(name) for name in calls.RANK_PRESERVING_BUILTINS},
 }
 UNTYPED = TensorValue()  # a tensor spmd_types never typed (no_typecheck results)
@@ -990,10 +992,34 @@ class Interpreter:
         return UNKNOWN
 
     def eval_ListComp(self, node: cst.ListComp) -> Value:
-        return UNKNOWN
+        return self._comprehension(node)
 
     def eval_GeneratorExp(self, node: cst.GeneratorExp) -> Value:
+        return self._comprehension(node)
+
+    def eval_SetComp(self, node: cst.SetComp) -> Value:
+        self._comprehension(node)
         return UNKNOWN
+
+    def _comprehension(self, node: cst.ListComp | cst.GeneratorExp | cst.SetComp) -> Value:
+        """The element once, its loop variables bound to an element of each iterable: a list of such items.
+
+        The loop variables do not leak (Python 3 scoping); what the element does to objects stays.
+        """
+        saved = self.frame.env
+        self.frame.env = dict(saved)
+        try:
+            clause: cst.CompFor | None = node.for_in
+            while clause is not None:
+                iterable = self.eval(clause.iter)
+                self.assign(clause.target, _element_of(iterable), None)
+                for cond in clause.ifs:
+                    self.eval(cond.test)
+                clause = clause.inner_for_in
+            item = self.eval(node.elt)
+        finally:
+            self.frame.env = saved
+        return Homogeneous(item)
 
     def eval_Await(self, node: cst.Await) -> Value:
         return self.eval(node.expression)

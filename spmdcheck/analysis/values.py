@@ -140,6 +140,13 @@ class Seq(Value):
 
 
 @dataclass(frozen=True)
+class Chain(Value):
+    """Modules applied in order when called (`nn.Sequential(a, b)(x)` is `b(a(x))`)."""
+
+    items: tuple[Value, ...]
+
+
+@dataclass(frozen=True)
 class Homogeneous(Value):
     """A sequence of unknown length whose items share one value (split, chunk)."""
 

@@ -228,6 +228,12 @@ def _apply_decorator(rule: OpRule, name: str, args: list[object], kwargs: dict[s
         rule.passthrough = True
         rule.rank_axis = kwargs.get("axis")  # type: ignore[assignment]
         rule.rank_group_param = kwargs.get("group")  # type: ignore[assignment]
+    elif name == "container":
+        rule.container_param = str(args[0])
+        rule.returns = Returns.VALUE
+    elif name == "sequential":
+        rule.sequential_param = str(args[0])
+        rule.returns = Returns.VALUE
     elif name == "constant_test":
         rule.constant_test = True
         rule.returns = Returns.VALUE
