@@ -101,6 +101,31 @@ def test_rewrites_are_well_formed(surveyed):
                 assert c.rewritten.line_map[(path, line)] == old
 
 
+def test_branch_generator_stays_in_range():
+    """The generator's contract holds with the branch steps: 8-30 lines, readable by the harness, every input
+    declared; and the branch and in-place steps and their mutations do appear."""
+    from fuzz.programs import BRANCH_MUTATIONS, MAX_STATEMENTS, MIN_STATEMENTS, programs
+    from ground_truth.spec import read_program
+    from hypothesis import HealthCheck, given, seed, settings
+
+    seen: set[str] = set()
+
+    @seed(SEED)
+    @settings(max_examples=80, database=None, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(programs(branches=True))
+    def check(program):  # noqa: ANN001, ANN202
+        assert MIN_STATEMENTS <= program.statements <= MAX_STATEMENTS
+        spec = read_program(program.source, "<fuzz>")
+        assert spec.mesh == program.mesh and spec.returns is not None
+        assert {p.name for p in spec.tensor_params} == {p.name for p in program.params}
+        seen.update(tag.split(":")[1] for _, tag in program.body)
+        seen.update(program.mutations)
+
+    check()
+    assert {"branch", "inplace"} <= seen, seen
+    assert seen & set(BRANCH_MUTATIONS), seen
+
+
 # --------------------------------------------------------------------------- the comparison itself
 SMALL = '''# spmdcheck: mesh = ["tp"]
 """A hand-written program in the generator's shape."""
