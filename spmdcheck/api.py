@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from spmdcheck.analysis.context import Options
+from spmdcheck.analysis.context import BindObserver, Options
 from spmdcheck.analysis.program import SourceUnit, analyze_program
 from spmdcheck.diagnostics.codes import CODES
 from spmdcheck.diagnostics.render import Diagnostic, ProgramPositions, make
@@ -105,10 +105,14 @@ def _selected(code: str, settings: Settings) -> bool:
 
 
 def check_source(
-    text: str, path: str = "<string>", settings: Settings | None = None, registry: Registry | None = None
+    text: str,
+    path: str = "<string>",
+    settings: Settings | None = None,
+    registry: Registry | None = None,
+    on_bind: BindObserver | None = None,
 ) -> list[Diagnostic]:
     """One file on its own (its imports of other files are unknown)."""
-    return check_sources({path: text}, settings, registry, exists=lambda p: False)[path]
+    return check_sources({path: text}, settings, registry, exists=lambda p: False, on_bind=on_bind)[path]
 
 
 def check_sources(
@@ -117,13 +121,15 @@ def check_sources(
     registry: Registry | None = None,
     exists: Callable[[str], bool] | None = None,
     libraries: frozenset[str] = frozenset(),
+    on_bind: BindObserver | None = None,
 ) -> dict[str, list[Diagnostic]]:
     """Check files as one program: `sources` maps each path to its text; module names come from the
     paths' package folders (a folder is a package when `<folder>/__init__.py` is one of the keys or
     exists on disk). Returns each path's diagnostics, sorted.
 
     `libraries` are paths the others import that cannot hold a finding by themselves: parsed only
-    when an import of them runs, and followed only where typed values flow into them.
+    when an import of them runs, and followed only where typed values flow into them. `on_bind`
+    observes every name binding (--show-types, editor hovers).
     """
     settings = settings or Settings()
     registry = registry if registry is not None else load_registry(settings.stub_path)
@@ -164,7 +170,7 @@ def check_sources(
         parsed = parse(text)
         return None if isinstance(parsed, ParseFailure) else parsed
 
-    result = analyze_program(units, registry, graph, parse_library)
+    result = analyze_program(units, registry, graph, parse_library, on_bind)
     positions = ProgramPositions()
     for unit in units:
         if unit.module is not None:

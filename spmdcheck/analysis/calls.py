@@ -11,7 +11,7 @@ import libcst as cst
 from spmdcheck.analysis import ops, spmd_api, transfer
 from spmdcheck.analysis.binding import Arg, bind
 from spmdcheck.analysis.findings import Finding
-from spmdcheck.analysis.typeexpr import TypeExprError, type_dict
+from spmdcheck.analysis.typeexpr import TypeExprError, group_parameter, is_opaque_axis, type_dict
 from spmdcheck.analysis.values import (
     NUMBER,
     UNKNOWN,
@@ -26,6 +26,7 @@ from spmdcheck.analysis.values import (
     InstanceValue,
     LazyImport,
     Literal,
+    LocalMapValue,
     MeshValue,
     MethodValue,
     ModuleRef,
@@ -57,6 +58,8 @@ def _default_tensor_rule(qualname: str, method: bool) -> OpRule:
 
 
 def dispatch(interp: Interpreter, func: Value, args: list[Arg], node: cst.Call) -> Value:
+    if isinstance(func, LocalMapValue):
+        return spmd_api.call_local_map(interp, func, args, node)
     if isinstance(func, LazyImport):
         if not any(carries_types(v) for _, v, _ in args):
             return UNKNOWN  # a library function given nothing typed can produce no finding and no type
@@ -468,7 +471,7 @@ def _check_axes(interp: Interpreter, axes: dict[str, AxisType], node: cst.CSTNod
     known = interp.ctx.known_axes
     out = {}
     for axis, t in axes.items():
-        if known and axis not in known:
+        if known and axis not in known and not is_opaque_axis(axis):
             interp.report(
                 Finding(
                     "SPMD003", node, f"unknown mesh axis {axis!r}; the mesh in scope has {', '.join(sorted(known))}"
@@ -532,6 +535,8 @@ def parameter_values(
                 value = interp.eval(p.default)
             else:
                 value = TensorValue(SpmdType(declared), GradState.UNKNOWN, None) if declared else UNKNOWN
+                if args is None and p.annotation is not None:
+                    value = group_parameter(name, interp.ctx.code_of(p.annotation.annotation)) or value
         else:
             value = given[0]
             if declared:
@@ -695,10 +700,21 @@ def call_function(
 
                 interp.summaries[key] = Summary(
                     result,
-                    interp.collectives[start:],
+                    _distinct_sites(interp.collectives[start:]),
                     dict(frame.param_effects),
                     [(i, dict(obj.attrs)) for i, obj in instances],
                 )
+
+
+def _distinct_sites(collectives: list) -> list:
+    """The collectives a call issued, each site once: enough to compare branches, and bounded."""
+    seen: set[int] = set()
+    out = []
+    for entry in collectives:
+        if id(entry[2]) not in seen:
+            seen.add(id(entry[2]))
+            out.append(entry)
+    return out
 
 
 def _instances_of(args: list[Arg], receiver: Value | None) -> list[tuple[int, InstanceValue]]:
@@ -731,8 +747,11 @@ def _summary_key(interp: Interpreter, func: FunctionValue, args: list[Arg], rece
 def _replay(
     interp: Interpreter, summary, fn: cst.FunctionDef, args: list[Arg], node: cst.CSTNode, receiver: Value | None
 ) -> Value:  # noqa: ANN001
-    for api, axis, call in summary.collectives:
-        interp.note_collective(api, axis, call)
+    if interp.divergent or interp.rank_branches:
+        for api, axis, call in summary.collectives:
+            interp.note_collective(api, axis, call)  # checked against the rank-dependent conditions
+    else:
+        interp.collectives.extend(summary.collectives)
     objects = dict(_instances_of(args, receiver))
     for i, attrs in summary.instance_states:
         if i in objects:

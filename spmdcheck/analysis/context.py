@@ -7,13 +7,14 @@ helper of layers.py reached from model.py is reported in layers.py).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import libcst as cst
 
 from spmdcheck.analysis.findings import Finding
+from spmdcheck.analysis.values import Value
 from spmdcheck.rules.stubs import Registry
 
 
@@ -24,6 +25,9 @@ class Options:
     max_inline_depth: int = 8
 
 
+BindObserver = Callable[[str, Value, cst.CSTNode, "FileContext"], None]
+
+
 @dataclass
 class ProgramState:
     """What every file of one analysis shares: findings, and the sites messages refer to."""
@@ -32,6 +36,9 @@ class ProgramState:
     sites: list[tuple[cst.CSTNode, FileContext]] = field(default_factory=list)
     site_ids: dict[int, int] = field(default_factory=dict)
     seen: set[tuple[str, int, str]] = field(default_factory=set)
+    # An observer of name bindings (--show-types, editor hovers): called with the name, its new value,
+    # the node that binds it and the file's context. It only watches: the analysis never depends on it.
+    on_bind: BindObserver | None = None
 
 
 @dataclass
@@ -55,6 +62,11 @@ class FileContext:
         if self._imports_spmd_types is None:
             self._imports_spmd_types = _imports_module(self.module.body, "spmd_types")
         return self._imports_spmd_types
+
+    def bound(self, name: str, value: Value, node: cst.CSTNode) -> None:
+        """Tell the program's observer (if any) that `node` in this file bound `name` to `value`."""
+        if self.program.on_bind is not None:
+            self.program.on_bind(name, value, node, self)
 
     @property
     def findings(self) -> list[Finding]:

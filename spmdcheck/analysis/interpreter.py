@@ -13,7 +13,7 @@ from typing import Protocol
 
 import libcst as cst
 
-from spmdcheck.analysis import calls
+from spmdcheck.analysis import calls, spmd_api
 from spmdcheck.analysis.context import FileContext
 from spmdcheck.analysis.findings import Finding
 from spmdcheck.analysis.values import (
@@ -35,11 +35,13 @@ from spmdcheck.analysis.values import (
     MethodValue,
     ModuleRef,
     ModuleValue,
+    PyNumber,
     RankValue,
     Seq,
     SuperValue,
     TensorValue,
     TypeValue,
+    Unknown,
     Value,
     alternatives_of,
     join,
@@ -161,6 +163,7 @@ class Interpreter:
         # rank-dependent conditions the code being run is under (early exits, loop bounds), with their node
         self.divergent: list[tuple[RankValue, cst.CSTNode]] = []
         self.last_test: Value = UNKNOWN  # the condition of the `if` that just ran
+        self.rank_branches = 0  # arms of rank-dependent `if`s being run (their collectives are compared)
         self.summaries: dict[tuple, Summary] = {}
         self._models: dict[str, Scope | None] = {}  # stub path -> its @model definitions
         self._instances: dict[int, InstanceValue] = {}  # class id -> the instance its methods are checked on
@@ -273,6 +276,7 @@ class Interpreter:
             receiver = self.instance_for(owner) if owner is not None and calls.takes_self(fn) else None
             for param, value in calls.parameter_values(self, fn, decor, None, receiver):
                 self.frame.env[param] = value
+                self.ctx.bound(param, value, _param_name(fn, param))
             self.exec_block(_body(fn))
             calls.check_returns(self, fn, decor, self.frame.returns)
         finally:
@@ -532,6 +536,14 @@ class Interpreter:
         ref = self.ctx.site(node)
         before = dict(self.frame.env)
         start = len(self.collectives)
+        ranked = int(isinstance(test, RankValue))
+        self.rank_branches += ranked
+        try:
+            self._exec_arms(node, test, ref, before, start)
+        finally:
+            self.rank_branches -= ranked
+
+    def _exec_arms(self, node: cst.If, test: Value, ref: int, before: dict[str, Value], start: int) -> None:
         self.exec_block(_body(node))
         in_if = self.collectives[start:]
         after_if, if_ended = self.frame.env, self.frame.ended()
@@ -560,7 +572,12 @@ class Interpreter:
         merged: dict[str, Value] = {}
         for name in set(after_if) | set(after_else):
             a, b = after_if.get(name, UNKNOWN), after_else.get(name, UNKNOWN)
-            merged[name] = join(a, b, ref)
+            if isinstance(test, RankValue) and a != b and _plain(a) and _plain(b):
+                # set differently on the two sides of a rank-dependent condition: the number now
+                # differs across ranks as the condition does (`if last_rank: n -= 1`, then `range(n)`)
+                merged[name] = test
+            else:
+                merged[name] = join(a, b, ref)
         self.frame.env = merged
 
     def _check_rank_branch(self, node: cst.If, test: RankValue, in_if: list, in_else: list) -> None:
@@ -671,6 +688,7 @@ class Interpreter:
         if isinstance(target, cst.Name):
             self.frame.env[target.value] = value
             self.frame.rebound.add(target.value)
+            self.ctx.bound(target.value, value, target)
         elif isinstance(target, (cst.Tuple, cst.List)):
             items = _unpack(value, len(target.elements))
             for element, item in zip(target.elements, items):
@@ -688,10 +706,12 @@ class Interpreter:
                 if declared and value_node is not None:
                     value = calls.check_declared(self, value, declared, value_node, "SPMD401", "annotated attribute")
                 owner.attrs[target.attr.value] = value
+                self.ctx.bound(self.ctx.code_of(target), value, target)
                 return
             key = _attr_path(target)
             if key is not None:
                 self.frame.env[key] = value
+                self.ctx.bound(key, value, target)
 
     def rebind(self, node: cst.CSTNode | None, value: Value) -> None:
         """An op changed the type of the tensor named by `node` (in place, assert_type).
@@ -835,6 +855,15 @@ class Interpreter:
             return UNKNOWN
         if isinstance(base, ClassValue):
             found = base.lookup(attr)
+            if found is None and attr == "apply":
+                # spmd_types' typecheck_forward, when the class has one, is the typed signature of `apply`
+                # (not re-entered from its own body); otherwise `Fn.apply(x)` runs forward, `ctx` unknown.
+                hook = spmd_api.autograd_apply(base, [self.frame.function, *self.inline_stack])
+                if hook is not UNKNOWN or base.lookup("typecheck_forward") is not None:
+                    return hook
+                forward = base.lookup("forward")
+                if isinstance(forward, FunctionValue):
+                    return MethodValue(forward, UNKNOWN)
             return found if found is not None else UNKNOWN
         return UNKNOWN
 
@@ -1084,6 +1113,13 @@ def _body(node: cst.CSTNode) -> Sequence[cst.CSTNode]:
     return ()
 
 
+def _param_name(fn: cst.FunctionDef, name: str) -> cst.CSTNode:
+    params = fn.params
+    every = [*params.posonly_params, *params.params, *params.kwonly_params]
+    every += [p for p in (params.star_arg, params.star_kwarg) if isinstance(p, cst.Param)]
+    return next((p.name for p in every if p.name.value == name), fn.name)
+
+
 def _walk_statements(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     for stmt in _body(node):
         if isinstance(stmt, cst.SimpleStatementLine):
@@ -1125,6 +1161,11 @@ def _fold_comparison(op: cst.BaseCompOp, a: object, b: object) -> Value:
         return Literal(bool(fold(a, b)))
     except TypeError:
         return UNKNOWN
+
+
+def _plain(value: Value) -> bool:
+    """A Python value (a number, a flag), not a tensor, object or container the analysis tracks."""
+    return isinstance(value, (Literal, Unknown, PyNumber, RankValue))
 
 
 def _always_exits(block: cst.CSTNode) -> bool:
