@@ -315,3 +315,21 @@ def test_branch_programs_are_sound(harness, registry):
                              f"first one, shrunk by hypothesis:\n{exc}") from None
     pytest.fail("soundness violations the replay did not reproduce:\n" + "\n\n".join(
         f"{o.summary()}\n{o.program.source}" for o in stats.violations[:3]))
+
+
+def test_counterexample_saved_with_the_programs_verdict(tmp_path, registry):
+    """A difference is saved as a fixture folder whose expectations are the program's diagnostics, on the lines
+    they moved to -- and only when that verdict is certain."""
+    from fuzz.regressions import save_metamorphic
+
+    prog = small_program()
+    rw = rewrite(prog, "helper", Scripted(3, 1, "before step", "positional"))
+    rw.files[ORIGINAL] = rw.files[ORIGINAL].replace("torch.relu(h6)", "h6 * 1.0")  # a difference, by hand
+    c = compare(prog, rw, registry)
+    assert save_metamorphic(c, tmp_path) is None  # the hand-written program's tags name no mutated line
+    prog.body[3] = (prog.body[3][0], "mut:nonlinear_pending:torch.relu")
+    folder = save_metamorphic(c, tmp_path)
+    assert folder is not None and folder.name.startswith("metamorphic_helper_")
+    text = (folder / ORIGINAL).read_text(encoding="utf-8")
+    assert "    h7 = h6 * 1.0  # warning: SPMD201\n" in text
+    assert text.splitlines()[1].startswith('"""Metamorphic counterexample (helper rewrite')
