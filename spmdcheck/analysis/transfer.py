@@ -127,7 +127,7 @@ def _factory(a: Analysis, rule: OpRule, bound: Bound, args: list[Arg], node: cst
             | {ax: AxisType(Kind.R) for ax, t in source.type.items() if t.kind is Kind.P}
         )
         return TensorValue(plain if rule.linearity is Linearity.NONLINEAR else source.type, grad, source.rank)
-    # a fresh tensor is a leaf of the autograd graph: nothing upstream of it to lose
+    # a factory's result is a fresh leaf of the autograd graph: a raw collective writing into it cuts no history
     if kind == "random":
         return TensorValue(SpmdType(), grad, rank, leaf=True)
     return replace(a.factory_tensor(rank, grad, typed=True), leaf=True)
