@@ -390,7 +390,7 @@ def _add_noqa(results) -> None:  # noqa: ANN001
 
 def _fix(results, files: list[str], settings, registry, unsafe: bool, jobs: int):  # noqa: ANN001, ANN202
     """Apply fixes in rounds (spmdcheck/fix_review.py says why): each round applies every file's next batch,
-    then checks the files again; only the safe fixes without --unsafe-fixes."""
+    then checks the changed files again, and at the end every file; only the safe fixes without --unsafe-fixes."""
     from spmdcheck.fix_review import IMPORT_LINE, MAX_ROUNDS, fixable, next_batch
     from spmdcheck.fixes import apply_fixes
 
@@ -404,7 +404,7 @@ def _fix(results, files: list[str], settings, registry, unsafe: bool, jobs: int)
     applied: dict[str, int] = {}
     failed: set[str] = set()
     for _ in range(MAX_ROUNDS):
-        progress = False
+        changed = []
         for r in results:
             batch = next_batch(r.diagnostics, unsafe) if r.path not in failed else []
             if not batch:
@@ -415,9 +415,13 @@ def _fix(results, files: list[str], settings, registry, unsafe: bool, jobs: int)
                 failed.add(r.path)
             elif outcome.applied:
                 applied[r.path] = applied.get(r.path, 0) + outcome.applied
-                progress = True
-        if not progress:
+                changed.append(r.path)
+        if not changed:
             break
+        # the next round needs only the changed files' findings; the report below checks everything again
+        again = {r.path: r for r in _run(changed, settings, registry, jobs)}
+        results = [again.get(r.path, r) for r in results]
+    if applied:
         results = _run(files, settings, registry, jobs)
     for path, count in sorted(applied.items()):
         print(f"spmdcheck: {path}: applied {count} fix(es)", file=sys.stderr)
