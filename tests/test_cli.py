@@ -210,12 +210,18 @@ RANK_SPECIFIC = textwrap.dedent("""\
             logged = x.detach().sum()
             print(logged.item())
         return x + 1.0
+
+
+    def repeat(x: Annotated[torch.Tensor, {"tp": R}]) -> torch.Tensor:
+        for _ in range(dist.get_rank()):
+            x = x * 2.0
+        return x
 """)
 
 
 @pytest.mark.parametrize(
     "flags,expected",
-    [([], []), (["--preview"], [9]), (["--select", "rank-specific-graph"], [9]), (["--select", "SPMD5"], [])],
+    [([], []), (["--preview"], [9, 18]), (["--select", "rank-specific-graph"], [9, 18]), (["--select", "SPMD5"], [])],
 )
 def test_preview_rule_runs_only_when_asked(project, flags, expected):
     """SPMD502 is a preview: off by default, on with --preview or its exact name; a prefix does not

@@ -165,7 +165,7 @@ class Interpreter:
         self.last_test: Value = UNKNOWN  # the condition of the `if` that just ran
         self.rank_branches = 0  # arms of rank-dependent `if`s being run (their collectives are compared)
         # the rank-dependent `if` that just ran and the tensors its arms computed differently (SPMD502)
-        self.rank_specific: tuple[cst.If, list[str]] | None = None
+        self.rank_specific: tuple[cst.CSTNode, list[str]] | None = None
         self.summaries: dict[tuple, Summary] = {}
         self._models: dict[str, Scope | None] = {}  # stub path -> its @model definitions
         self._instances: dict[int, InstanceValue] = {}  # class id -> the instance its methods are checked on
@@ -306,6 +306,7 @@ class Interpreter:
                 self.rank_specific = None
                 self.exec_stmt(stmt)
                 if self.rank_specific is not None and self.rank_specific[0] is stmt and self.rank_specific[1]:
+                    # a rank-dependent `if` or loop whose tensors differ across ranks and are used after it
                     self._report_rank_specific(stmt, self.rank_specific[1], body[i + 1 :])
                 if isinstance(stmt, cst.If) and isinstance(self.last_test, RankValue):
                     exits = (_always_exits(stmt.body), stmt.orelse is not None and _always_exits(stmt.orelse))
@@ -601,7 +602,9 @@ class Interpreter:
                 names.append(name)
         return names
 
-    def _report_rank_specific(self, node: cst.If, names: list[str], rest: Sequence[cst.CSTNode]) -> None:
+    def _report_rank_specific(
+        self, node: cst.If | cst.For | cst.While, names: list[str], rest: Sequence[cst.CSTNode]
+    ) -> None:
         """Only a tensor used after the `if` continues into the computation: logging and saving inside the
         branch (the rank-0 patterns compiled programs keep) end there."""
         used = _names_used(rest)
@@ -609,13 +612,18 @@ class Interpreter:
         if not live:
             return
         site = self.ctx.site(node)
+        what = "loop count" if isinstance(node, (cst.For, cst.While)) else "condition"
         self.report(
             Finding(
                 "SPMD502",
-                node.test,
-                f"`{live[0]}` is computed differently depending on the rank-dependent condition at "
+                node.iter if isinstance(node, cst.For) else node.test,
+                f"`{live[0]}` is computed differently depending on the rank-dependent {what} at "
                 f"{{site:{site}}} and used after it: a program compiled once and run on every rank would "
-                f"give some ranks the other branch's computation",
+                + (
+                    "run the loop the same number of times on every rank"
+                    if what == "loop count"
+                    else "give some ranks the other branch's computation"
+                ),
             )
         )
 
@@ -659,10 +667,16 @@ class Interpreter:
         depth = len(self.divergent)
         if isinstance(bound, RankValue):
             self.divergent.append((bound, node))  # a rank-dependent trip count
+        entry = dict(self.frame.env)
         try:
             self._exec_loop(node, item)
         finally:
             del self.divergent[depth:]
+        if isinstance(bound, RankValue) and not bound.invariant:
+            # (preview, SPMD502) tensors the loop body writes went through it a rank-dependent number of times
+            written = _names_written(_body(node))
+            names = [n for n in sorted(written) if _is_tensor(self.frame.env.get(n, entry.get(n, UNKNOWN)))]
+            self.rank_specific = (node, names)
 
     def _exec_loop(self, node: cst.For | cst.While, item: Value) -> None:
         ref = self.ctx.site(node)
@@ -1207,6 +1221,30 @@ def _fold_comparison(op: cst.BaseCompOp, a: object, b: object) -> Value:
         return Literal(bool(fold(a, b)))
     except TypeError:
         return UNKNOWN
+
+
+def _names_written(statements: Sequence[cst.CSTNode]) -> set[str]:
+    """Names a block assigns, augments or changes in place (`x.mul_(...)`)."""
+    names: set[str] = set()
+
+    class _Collect(cst.CSTVisitor):
+        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+            if isinstance(node.target, cst.Name):
+                names.add(node.target.value)
+
+        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+            if isinstance(node.target, cst.Name):
+                names.add(node.target.value)
+
+        def visit_Call(self, node: cst.Call) -> None:
+            func = node.func
+            if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
+                if func.attr.value.endswith("_") and not func.attr.value.startswith("_"):
+                    names.add(func.value.value)
+
+    for stmt in statements:
+        stmt.visit(_Collect())
+    return names
 
 
 def _names_used(statements: Sequence[cst.CSTNode]) -> set[str]:
