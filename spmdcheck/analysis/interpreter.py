@@ -144,6 +144,20 @@ class Importer(Protocol):
         """A module's top-level names, running it first if needed (None: not loadable)."""
 
 
+# What running another module's top level replaces, and restores after.
+_RUN_STATE = (
+    "ctx",
+    "scope",
+    "frame",
+    "mesh",
+    "grad_enabled",
+    "checking",
+    "inline_stack",
+    "call_sites",
+    "divergent",
+)
+
+
 class Interpreter:
     def __init__(self, ctx: FileContext, importer: Importer | None = None) -> None:
         self.ctx = ctx
@@ -189,17 +203,7 @@ class Interpreter:
 
         A module's top level runs once, whoever imports it first: not inside that importer's calls.
         """
-        saved = (
-            self.ctx,
-            self.scope,
-            self.frame,
-            self.mesh,
-            self.grad_enabled,
-            self.checking,
-            self.inline_stack,
-            self.call_sites,
-            self.divergent,
-        )
+        saved = {name: getattr(self, name) for name in _RUN_STATE}
         self.ctx, self.scope = scope.ctx, scope
         self.frame = Frame(scope.globals, scope.globals)
         self.mesh, self.grad_enabled, self.checking = scope.ctx.options.mesh, True, True
@@ -207,17 +211,8 @@ class Interpreter:
         try:
             self.exec_block(module.body)
         finally:
-            (
-                self.ctx,
-                self.scope,
-                self.frame,
-                self.mesh,
-                self.grad_enabled,
-                self.checking,
-                self.inline_stack,
-                self.call_sites,
-                self.divergent,
-            ) = saved
+            for name, value in saved.items():
+                setattr(self, name, value)
 
     def model_of(self, rule: OpRule) -> Value:
         """A @model class or function of a stub: its stub module runs once (as a library), then its value."""
