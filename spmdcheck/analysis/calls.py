@@ -228,7 +228,25 @@ def _merge_branch_findings(interp: Interpreter, captured: list[list[Finding]], p
 
 def _apply_rule(interp: Interpreter, rule: OpRule, args: list[Arg], node: cst.CSTNode) -> Value:
     """One call typed by its rule: the transfer function of the rule's kind (analysis/transfer.py)."""
+    if rule.overloads:
+        chosen = _overload_for(rule.overloads, args)
+        if chosen is None:
+            return UNKNOWN  # no overload is known to apply (a keyword the checker cannot read): silent
+        rule = chosen
     return transfer.TRANSFER[rule.kind](interp, rule, bind(rule, args), args, node)
+
+
+def _overload_for(overloads: tuple[OpRule, ...], args: list[Arg]) -> OpRule | None:
+    """The first @overload whose `Literal[...]` parameters the call's constants (or defaults) satisfy."""
+    for candidate in overloads:
+        bound = bind(candidate, args)
+        if all(_literal_in(bound.literal(candidate, name), allowed) for name, allowed in candidate.literal_params):
+            return candidate
+    return None
+
+
+def _literal_in(value: object, allowed: tuple[object, ...]) -> bool:
+    return any(value is a or (type(value) is type(a) and value == a) for a in allowed)
 
 
 def python_arith(left: Value, right: Value, dunder: str) -> Value:
