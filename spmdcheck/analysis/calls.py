@@ -21,6 +21,7 @@ from spmdcheck.analysis.values import (
     Chain,
     ClassValue,
     ContextValue,
+    DictValue,
     FunctionValue,
     Homogeneous,
     InstanceValue,
@@ -74,6 +75,12 @@ def dispatch(interp: Interpreter, func: Value, args: list[Arg], node: cst.Call) 
             else:
                 return UNKNOWN  # gradual typing: an unknown callee checks nothing
         return apply_rule(interp, rule, args, node)
+    if (
+        isinstance(func, BoundMethod)
+        and isinstance(func.receiver, DictValue)
+        and func.qualname.startswith("builtins.dict.")
+    ):
+        return _dict_view(func.receiver, func.qualname.rsplit(".", 1)[1])
     if isinstance(func, BoundMethod):
         if isinstance(func.receiver, (TensorValue, Alternatives)):
             return call_method(
@@ -126,6 +133,15 @@ def dispatch(interp: Interpreter, func: Value, args: list[Arg], node: cst.Call) 
 
 # Builtins whose result differs across ranks when an argument does (`range(rank)` as a loop bound).
 RANK_PRESERVING_BUILTINS = frozenset({"range", "int", "float", "min", "max", "abs", "bool", "divmod", "round"})
+
+
+def _dict_view(d: DictValue, view: str) -> Value:
+    """`d.values()`, `d.items()`, `d.keys()` of a dict with known entries: a sequence of them."""
+    if view == "values":
+        return Seq(tuple(v for _, v, _ in d.items))
+    if view == "keys":
+        return Seq(tuple(k for k, _, _ in d.items))
+    return Seq(tuple(Seq((k, v)) for k, v, _ in d.items))
 
 
 def instantiate(interp: Interpreter, cls: ClassValue, args: list[Arg], node: cst.Call) -> Value:
@@ -297,6 +313,9 @@ def getitem(interp: Interpreter, base: Value, node: cst.Subscript) -> Value:
         return UNKNOWN
     if isinstance(base, Homogeneous):
         return base.item
+    if isinstance(base, DictValue) and len(index_values) == 1 and isinstance(index_values[0], Literal):
+        # a dict with constant keys (an nn.ModuleDict of layers, a config dict)
+        return next((v for k, v, _ in base.items if k == index_values[0]), UNKNOWN)
     if isinstance(base, MeshValue) and len(index_values) == 1 and isinstance(index_values[0], Literal):
         name = index_values[0].value
         if isinstance(name, str):

@@ -881,6 +881,8 @@ class Interpreter:
             return BoundMethod(base, qual)
         if isinstance(base, MeshValue):
             return BoundMethod(base, f"torch.distributed.device_mesh.DeviceMesh.{attr}")
+        if isinstance(base, DictValue) and attr in ("values", "items", "keys"):
+            return BoundMethod(base, f"builtins.dict.{attr}")
         return UNKNOWN
 
     def object_attribute(self, base: Value, attr: str) -> Value:

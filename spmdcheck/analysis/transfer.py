@@ -81,7 +81,7 @@ def _constant_test(a: Analysis, rule: OpRule, bound: Bound, args: list[Arg], nod
 
 def _container(a: Analysis, rule: OpRule, bound: Bound, args: list[Arg], node: cst.CSTNode) -> Value:
     modules = bound.get(rule.container_param or "")
-    return modules if isinstance(modules, (Seq, Homogeneous)) else UNKNOWN
+    return modules if isinstance(modules, (Seq, Homogeneous, DictValue)) else UNKNOWN
 
 
 def _sequential(a: Analysis, rule: OpRule, bound: Bound, args: list[Arg], node: cst.CSTNode) -> Value:

@@ -109,7 +109,6 @@ def merge_type_dicts(parts: list[TypeDict]) -> TypeDict:
     return TypeDict(axes, bare, partial)
 
 
-
 def group_parameter_axis(param: str) -> str:
     """The axis a ProcessGroup parameter spans, when the caller is not known: opaque but consistent.
 
