@@ -16,8 +16,16 @@ import libcst as cst
 from spmdcheck.analysis.context import Options
 from spmdcheck.analysis.program import SourceUnit, analyze_program
 from spmdcheck.diagnostics.render import Diagnostic, ProgramPositions, make
+from spmdcheck.frontend.guard import MAX_EXPRESSION_DEPTH, call_with_deep_stack
 from spmdcheck.frontend.inline_config import read_inline_config
-from spmdcheck.frontend.source import ParseFailure, is_relevant, mesh_names_in, parse, syntax_error
+from spmdcheck.frontend.source import (
+    ParseFailure,
+    is_relevant,
+    mesh_names_in,
+    parse,
+    parse_screened,
+    syntax_error,
+)
 from spmdcheck.program.graph import build_graph, module_name_for
 from spmdcheck.rules.stubs import Registry, load_stub_dirs
 
@@ -124,7 +132,19 @@ def check_sources(
 
     `libraries` are paths the others import that cannot hold a finding by themselves: parsed only
     when an import of them runs, and followed only where typed values flow into them.
+
+    Runs on a thread with a deep stack (`frontend.guard`): deep but valid syntax trees are analysed.
     """
+    return call_with_deep_stack(lambda: _check_sources(sources, settings, registry, exists, libraries))
+
+
+def _check_sources(
+    sources: dict[str, str],
+    settings: Settings | None,
+    registry: Registry | None,
+    exists: Callable[[str], bool] | None,
+    libraries: frozenset[str],
+) -> dict[str, list[Diagnostic]]:
     settings = settings or Settings()
     registry = registry if registry is not None else load_registry(settings.stub_path)
     if exists is None:
@@ -136,7 +156,18 @@ def check_sources(
         if path in libraries:
             units.append(SourceUnit(path, None, Options(mesh=settings.mesh), module_name_for(path, exists), text=text))
             continue
-        parsed = parse(text)
+        parsed, deep = parse_screened(text)
+        out[path] += [
+            make(
+                path,
+                "SPMD001",
+                f"expression nested {d.depth} levels deep (the limit is {MAX_EXPRESSION_DEPTH}): it was not "
+                "analysed (read as an unknown value); the rest of the file was checked",
+                d.line,
+                d.column,
+            )
+            for d in deep
+        ]
         if isinstance(parsed, ParseFailure):
             out[path].append(
                 make(

@@ -217,21 +217,19 @@ def _run(files: list[str], settings, registry, jobs: int):  # noqa: ANN001, ANN2
     from spmdcheck.api import check_program, plan_programs
 
     done, programs = plan_programs(files, settings)
-    jobs = jobs or (os.cpu_count() or 1)
-    jobs = max(1, min(jobs, len(programs)))
+    jobs = max(1, min(jobs or (os.cpu_count() or 1), os.cpu_count() or 1, len(programs)))
     if jobs <= 1 or len(files) < 8:
         for program in programs:
             done += check_program(program, settings, registry)
     else:
-        import multiprocessing as mp
+        from spmdcheck.workers import run_isolated
 
         global _WORKER
         _WORKER = (settings, registry)
         # Big programs first, so one large program does not end the run alone on one core.
         programs.sort(key=lambda p: -sum(len(f.text) for f in p))
-        with mp.get_context("fork").Pool(jobs) as pool:
-            for results in pool.imap_unordered(_work, programs, chunksize=1):
-                done += results
+        for results in run_isolated(programs, _work, _failed, jobs, _budget):
+            done += results
     order = {p: i for i, p in enumerate(files)}
     return sorted(done, key=lambda r: order.get(r.path, len(order)))
 
@@ -244,6 +242,19 @@ def _work(program):  # noqa: ANN001, ANN202
     from spmdcheck.api import check_program
 
     return check_program(program, settings, registry)
+
+
+def _failed(program, why: str):  # noqa: ANN001, ANN202
+    """A program whose worker crashed or overran: SPMD000 on each of its files, and the run goes on."""
+    from spmdcheck.api import FileResult
+    from spmdcheck.diagnostics.render import make
+
+    return [FileResult(f.path, [make(f.path, "SPMD000", f"{why}; the file was not checked")]) for f in program]
+
+
+def _budget(program) -> float:  # noqa: ANN001
+    """Seconds a worker may spend on one program before it is stopped (generous: a guard against hangs)."""
+    return 120.0 + 5.0 * len(program)
 
 
 def _size(path: str) -> int:

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from spmdcheck.frontend.guard import DeepExpression, screen
+
 # Types only enter a program through these spellings: annotations and the spmd_types API, Megatron
 # mappings, tensors that need grad (raw collectives on them), or torch factories under a configured mesh;
 # and a rank-dependent branch (SPMD501) needs a rank. A file that names none of them cannot produce a
@@ -46,8 +48,17 @@ class ParseFailure:
 
 
 def parse(text: str) -> cst.Module | ParseFailure:
+    return parse_screened(text)[0]
+
+
+def parse_screened(text: str) -> tuple[cst.Module | ParseFailure, list[DeepExpression]]:
+    """Parse with libcst what `guard.screen` lets through; also the expressions it replaced (too deep)."""
+    screened = screen(text)
+    if screened.failure is not None:
+        message, line, column = screened.failure
+        return ParseFailure(message, line, column), screened.deep
     try:
-        return cst.parse_module(text)
+        return cst.parse_module(screened.text), screened.deep
     except cst.ParserSyntaxError as exc:
         # libcst's raw_line can point one line past the error; CPython's parser knows the line
         line, column = exc.raw_line, exc.raw_column + 1
@@ -55,11 +66,11 @@ def parse(text: str) -> cst.Module | ParseFailure:
             ast.parse(text)
         except SyntaxError as py_exc:
             line, column = py_exc.lineno or line, py_exc.offset or column
-        except (ValueError, RecursionError):
+        except (ValueError, RecursionError, MemoryError):
             pass
-        return ParseFailure(exc.message, line, column)
-    except (RecursionError, ValueError) as exc:  # pathological input: still a diagnostic, not a crash
-        return ParseFailure(str(exc), 1, 1)
+        return ParseFailure(exc.message, line, column), []
+    except (RecursionError, ValueError, MemoryError) as exc:  # pathological input: still a diagnostic, not a crash
+        return ParseFailure(f"{type(exc).__name__}: {str(exc)[:200]}", 1, 1), []
 
 
 def mesh_names_in(text: str) -> set[str]:
