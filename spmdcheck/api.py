@@ -18,12 +18,15 @@ from spmdcheck.analysis.program import SourceUnit, analyze_program
 from spmdcheck.diagnostics.render import Diagnostic, ProgramPositions, make
 from spmdcheck.frontend.guard import MAX_EXPRESSION_DEPTH, call_with_deep_stack
 from spmdcheck.frontend.inline_config import read_inline_config
+from spmdcheck.frontend.lines import physical_lines
 from spmdcheck.frontend.source import (
     ParseFailure,
+    decode_source,
     is_relevant,
     mesh_names_in,
     parse,
     parse_screened,
+    read_source_bytes,
     syntax_error,
 )
 from spmdcheck.program.graph import build_graph, module_name_for
@@ -186,7 +189,7 @@ def _check_sources(
         )
         out[path] += [make(path, "SPMD005", message, line) for line, message in inline.errors]
         units.append(SourceUnit(path, parsed, options, module_name_for(path, exists), frozenset(mesh_names_in(text))))
-        lines[path] = text.splitlines()
+        lines[path] = physical_lines(text)
     graph = build_graph(sources, exists) if len(sources) > 1 else None
 
     def parse_library(text: str) -> cst.Module | None:
@@ -197,11 +200,15 @@ def _check_sources(
     positions = ProgramPositions()
     for unit in units:
         if unit.module is not None:
-            positions.add(
-                result.contexts[unit.path], unit.path, unit.module, lines.get(unit.path) or unit.text.splitlines()
-            )
+            unit_lines = lines.get(unit.path) or physical_lines(unit.text or "")
+            positions.add(result.contexts[unit.path], unit.path, unit.module, unit_lines)
     for path, diags in positions.render(result.program.findings, result.program.sites).items():
         out[path] += diags
+    for path, diags in out.items():  # the code frames, from the text as decoded (never read again)
+        if path in sources:
+            text_lines = lines.get(path) or physical_lines(sources[path])
+            for d in diags:
+                d.attach_frame(text_lines)
     return {
         path: sorted((d for d in diags if _selected(d.code, settings)), key=Diagnostic.sort_key)
         for path, diags in out.items()
@@ -226,17 +233,15 @@ class LoadedFile:
 def load_file(path: str, settings: Settings) -> LoadedFile | FileResult:
     """Read and decode a file; a FileResult when there is nothing to analyse (or it cannot be read)."""
     try:
-        data = pathlib.Path(path).read_bytes()
+        data = read_source_bytes(path)
     except OSError as exc:
         return FileResult(path, [make(path, "SPMD005", f"cannot read file: {exc.strerror}")])
     relevant = is_relevant(data, bool(settings.mesh))
     if not relevant:
         failure = syntax_error(data)
         if failure is None:
-            try:
-                return LoadedFile(path, data.decode("utf-8"), relevant=False)
-            except UnicodeDecodeError:
-                return FileResult(path, skipped=True)
+            text = decode_source(data)
+            return FileResult(path, skipped=True) if isinstance(text, ParseFailure) else LoadedFile(path, text, False)
         return FileResult(
             path,
             [
@@ -249,10 +254,9 @@ def load_file(path: str, settings: Settings) -> LoadedFile | FileResult:
                 )
             ],
         )
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return FileResult(path, [make(path, "SPMD001", f"file is not UTF-8: {exc.reason}")])
+    text = decode_source(data)
+    if isinstance(text, ParseFailure):
+        return FileResult(path, [make(path, "SPMD001", text.message, text.line, text.column)])
     return LoadedFile(path, text, relevant=True)
 
 

@@ -120,7 +120,10 @@ def _check(args: argparse.Namespace) -> int:
             pathlib.Path(args.config)
             if args.config
             else find_config(
-                pathlib.Path(paths[0]).resolve() if os.path.isdir(paths[0]) else pathlib.Path(paths[0]).resolve().parent
+                # realpath: pathlib's resolve() raises on a symlink loop
+                pathlib.Path(os.path.realpath(paths[0]))
+                if os.path.isdir(paths[0])
+                else pathlib.Path(os.path.realpath(paths[0])).parent
             )
         )
         if args.config and not cfg_path.is_file():
@@ -141,51 +144,112 @@ def _check(args: argparse.Namespace) -> int:
         select=_split(args.select) or cfg.select,
         ignore=_split(args.ignore) + cfg.ignore,
     )
+    from spmdcheck.frontend.source import decode_source
+    from spmdcheck.report.text_report import printable
+
     stdin_text = None
+    unreadable: list[str] = []
     if paths == ["-"]:
-        stdin_text = sys.stdin.read()
+        stdin_bytes = sys.stdin.buffer.read()
+        stdin_text = decode_source(stdin_bytes)
         files, missing = [args.stdin_filename or "<stdin>"], []
     else:
         files, missing = discover(
-            paths, cfg.root, cfg.exclude, cfg.respect_gitignore and not args.no_respect_gitignore, args.force_exclude
+            paths,
+            cfg.root,
+            cfg.exclude,
+            cfg.respect_gitignore and not args.no_respect_gitignore,
+            args.force_exclude,
+            errors=unreadable,
         )
     for m in missing:
-        print(f"spmdcheck: {m}: no such file or directory", file=sys.stderr)
+        print(f"spmdcheck: {printable(m)}: no such file or directory", file=sys.stderr)
+    for problem in unreadable:
+        print(f"spmdcheck: {printable(problem)}", file=sys.stderr)
+    if missing or unreadable:
         status = EXIT_USAGE
     registry = load_registry(settings.stub_path)
     diags = [make(e.split(":", 1)[0], "SPMD005", f"stub error: {e}") for e in registry.errors]
-    if stdin_text is not None:
+    if isinstance(stdin_text, str):
         from spmdcheck.api import FileResult, check_source
 
         results = [FileResult(files[0], check_source(stdin_text, files[0], settings, registry))]
+        if args.fix:
+            results = [_fix_stdin(stdin_bytes, results[0], settings, registry, args.unsafe_fixes)]
+    elif stdin_text is not None:
+        from spmdcheck.api import FileResult
+
+        results = [FileResult(files[0], [make(files[0], "SPMD001", stdin_text.message)])]
     else:
         results = _run(files, settings, registry, args.jobs if args.jobs is not None else cfg.jobs)
     if args.fix and stdin_text is None:
-        results = _fix(results, settings, registry, args.unsafe_fixes, args.jobs if args.jobs is not None else cfg.jobs)
+        roots = [p if os.path.isdir(p) else os.path.dirname(p) or "." for p in paths]
+        jobs = args.jobs if args.jobs is not None else cfg.jobs
+        results, unfixed = _fix(results, settings, registry, args.unsafe_fixes, jobs, roots)
+        if unfixed:
+            status = EXIT_USAGE
     for r in results:
         diags.extend(r.diagnostics)
     diags.sort(key=lambda d: d.sort_key())
+    # with `-` and --fix, stdout holds the fixed source (as ruff does), so the report goes to stderr
+    report_to = sys.stderr if args.fix and stdin_text is not None else sys.stdout
     if args.output_format == "json":
         from spmdcheck.report.json_report import write_json
 
-        write_json(diags, len(files), sys.stdout)
+        write_json(diags, len(files), report_to)
     else:
         from spmdcheck.report.text_report import write_text
 
         color = {"always": True, "never": False}.get(args.color)
-        if color is None and (os.environ.get("NO_COLOR") or not sys.stdout.isatty()):
+        if color is None and (os.environ.get("NO_COLOR") or not report_to.isatty()):
             color = False
-        write_text(diags, len(files), sys.stdout, color)
-    if status == EXIT_USAGE or any(d.code == "SPMD000" for d in diags):
+        write_text(diags, len(files), report_to, color, incomplete=status == EXIT_USAGE)
+    # a checker bug (SPMD000) or a file or setting that could not be read (SPMD005) is not a clean run
+    if status == EXIT_USAGE or any(d.code in ("SPMD000", "SPMD005") for d in diags):
         return EXIT_USAGE
     if diags and not args.exit_zero:
         return EXIT_FINDINGS
     return EXIT_CLEAN
 
 
-def _fix(results, settings, registry, unsafe: bool, jobs: int):  # noqa: ANN001, ANN202
-    """Apply the first suggestion of each diagnostic, then check the fixed files again."""
+def _fix_stdin(data: bytes, result, settings, registry, unsafe: bool):  # noqa: ANN001, ANN202
+    """`check --fix -`: the fixed source on stdout (the unchanged bytes when nothing applies), as ruff does."""
+    from spmdcheck.api import FileResult, check_source
+    from spmdcheck.fixes import decode, encode, fix_source
+
+    fixable = sum(1 for d in result.diagnostics if any(s.span for s in d.suggestions))
+    if not unsafe or not fixable:
+        if fixable:
+            print(f"spmdcheck: {fixable} fix(es) available with --fix --unsafe-fixes", file=sys.stderr)
+        sys.stdout.buffer.write(data)
+        return result
+    source = decode(data)
+
+    def recheck(text: str) -> list:
+        return check_source(text, result.path, settings, registry)
+
+    fixed, applied, error = fix_source(source.text, result.diagnostics, recheck, newline=source.newline)
+    try:
+        out = encode(source, fixed) if applied else data
+    except UnicodeEncodeError:
+        out, applied, error = data, 0, "the fix cannot be written in the input's encoding"
+    if error:
+        print(f"spmdcheck: {result.path}: {error}", file=sys.stderr)
+    sys.stdout.buffer.write(out)
+    sys.stdout.flush()
+    if not applied:
+        return result
+    print(f"spmdcheck: {result.path}: applied {applied} fix(es)", file=sys.stderr)
+    return FileResult(result.path, recheck(fixed))
+
+
+def _fix(results, settings, registry, unsafe: bool, jobs: int, roots: list[str]):  # noqa: ANN001, ANN202
+    """Apply the suggestions file by file (each a transaction), then check the fixed files again.
+
+    Returns the results and how many files could not be fixed (each reported on stderr)."""
+    from spmdcheck.api import check_source
     from spmdcheck.fixes import apply_fixes
+    from spmdcheck.report.text_report import printable
 
     fixable = sum(1 for r in results for d in r.diagnostics if any(s.span for s in d.suggestions))
     if not unsafe:
@@ -195,21 +259,32 @@ def _fix(results, settings, registry, unsafe: bool, jobs: int):  # noqa: ANN001,
                 f"which changes what the program computes: review them)",
                 file=sys.stderr,
             )
-        return results
-    changed = []
+        return results, 0
+    changed, failed = [], 0
     for r in results:
         if not any(s.span for d in r.diagnostics for s in d.suggestions):
             continue
-        outcome = apply_fixes(r.path, r.diagnostics, "import spmd_types")
-        if outcome.error:
-            print(f"spmdcheck: {r.path}: {outcome.error}", file=sys.stderr)
-        elif outcome.applied:
+        try:
+            outcome = apply_fixes(
+                r.path,
+                r.diagnostics,
+                recheck=lambda text, path=r.path: check_source(text, path, settings, registry),
+                roots=roots,
+            )
+            error = outcome.error
+        except Exception as exc:  # noqa: BLE001 - one file's failure must not stop the others
+            outcome = None
+            error = f"internal error while fixing ({type(exc).__name__}: {str(exc)[:200]}): left unchanged"
+        if error:
+            failed += 1
+            print(f"spmdcheck: {printable(r.path)}: {error}", file=sys.stderr)
+        elif outcome is not None and outcome.applied:
             changed.append(r.path)
-            print(f"spmdcheck: {r.path}: applied {outcome.applied} fix(es)", file=sys.stderr)
+            print(f"spmdcheck: {printable(r.path)}: applied {outcome.applied} fix(es)", file=sys.stderr)
     if not changed:
-        return results
+        return results, failed
     again = {r.path: r for r in _run(changed, settings, registry, jobs)}
-    return [again.get(r.path, r) for r in results]
+    return [again.get(r.path, r) for r in results], failed
 
 
 def _run(files: list[str], settings, registry, jobs: int):  # noqa: ANN001, ANN202

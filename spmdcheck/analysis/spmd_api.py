@@ -20,7 +20,7 @@ from spmdcheck.analysis.values import (
     TypeValue,
     Value,
 )
-from spmdcheck.lattice import AxisType, GradState, Kind, S, SpmdType
+from spmdcheck.lattice import MAX_TENSOR_RANK, AxisType, GradState, Kind, S, SpmdType, shard_dim_in_range
 from spmdcheck.rules.model import OpRule
 
 if TYPE_CHECKING:
@@ -304,7 +304,11 @@ def scalar(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.Call, args
 
 def shard_type(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
     if args and isinstance(args[0][1], Literal) and isinstance(args[0][1].value, int):
-        return TypeValue(S(args[0][1].value))
+        dim = args[0][1].value
+        if not shard_dim_in_range(dim):
+            interp.report(Finding("SPMD002", node, f"S(d) out of range: a tensor has at most {MAX_TENSOR_RANK} dims"))
+            return UNKNOWN
+        return TypeValue(S(dim))
     interp.report(Finding("SPMD002", node, "S(d) needs an integer literal dim"))
     return UNKNOWN
 

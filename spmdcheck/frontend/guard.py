@@ -27,6 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from spmdcheck.frontend.lines import physical_lines
+
 # Syntax-tree levels inside one expression (a chain of n binary operators counts n, as Python's grammar
 # nests them). 1,000 keeps libcst's parse of the worst shape, a flat chain, near one second.
 MAX_EXPRESSION_DEPTH = 1000
@@ -105,7 +107,7 @@ def _depth(root: ast.AST) -> int:
 
 def _blank(text: str, deep: list[tuple[ast.expr, int]]) -> Screened:
     """Replace each too-deep expression by `(...)` spanning the same lines, so later positions do not move."""
-    lines = text.splitlines(keepends=True)
+    lines = physical_lines(text, keepends=True)
     starts = [0]
     for line in lines:
         starts.append(starts[-1] + len(line))

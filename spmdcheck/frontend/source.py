@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import ast
+import errno
+import io
+import os
 import re
+import stat
+import tokenize
 from dataclasses import dataclass
 
 import libcst as cst
@@ -27,6 +32,30 @@ def is_relevant(data: bytes, mesh_configured: bool = False) -> bool:
     if _TYPE_SOURCES.search(data) is not None:
         return True
     return mesh_configured and _TORCH.search(data) is not None
+
+
+def read_source_bytes(path: str) -> bytes:
+    """A regular file's bytes. Opened without blocking and checked first: a FIFO or a device that got a
+    `.py` name after discovery raises OSError instead of hanging the run."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", path)
+        return fh.read()
+
+
+def decode_source(data: bytes) -> str | ParseFailure:
+    """The text of a source file as Python reads it: a UTF-8 BOM or a PEP 263 coding cookie, else UTF-8."""
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except SyntaxError as exc:  # an unknown encoding name, or a cookie that contradicts the BOM
+        return ParseFailure(f"cannot decode the file: {exc.msg if hasattr(exc, 'msg') else exc}", 1, 1)
+    try:
+        text = data.decode(encoding)
+    except (UnicodeDecodeError, LookupError) as exc:
+        line = data[: getattr(exc, "start", 0)].count(b"\n") + 1
+        return ParseFailure(f"the file is not valid {encoding}: {getattr(exc, 'reason', exc)}", line, 1)
+    return text[1:] if text.startswith("\ufeff") else text
 
 
 def syntax_error(data: bytes) -> ParseFailure | None:
