@@ -6,7 +6,6 @@ import functools
 import hashlib
 import os
 import pathlib
-import pickle
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,6 +29,7 @@ from spmdcheck.frontend.source import (
     syntax_error,
 )
 from spmdcheck.program.graph import build_graph, module_name_for
+from spmdcheck.rules.cache import CacheError, dump_registry, load_cached_registry
 from spmdcheck.rules.stubs import Registry, load_stub_dirs
 
 SHIPPED_STUBS_CANDIDATES = (
@@ -81,22 +81,15 @@ def load_registry(stub_path: tuple[str, ...] = ()) -> Registry:
             for p in sorted(d.rglob("*.pyi")):
                 st = p.stat()
                 stamp.update(f"{p}:{st.st_mtime_ns}:{st.st_size}".encode())
-    cache = _cache_dir() / f"registry-{stamp.hexdigest()[:24]}.pickle"
-    try:
-        with cache.open("rb") as fh:
-            registry = pickle.load(fh)
-        if isinstance(registry, Registry):
-            return registry
-    except (OSError, pickle.PickleError, EOFError, AttributeError, ImportError):
-        pass
+    # plain JSON with a format number and a hash (rules.cache): the folder is user-writable, never unpickle
+    cache = _cache_dir() / f"registry-{stamp.hexdigest()[:24]}.json"
+    registry = load_cached_registry(cache, stamp.hexdigest())
+    if registry is not None:
+        return registry
     registry = load_stub_dirs(dirs)
     try:
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache.with_suffix(f".{os.getpid()}.tmp")
-        with tmp.open("wb") as fh:
-            pickle.dump(registry, fh)
-        tmp.replace(cache)
-    except OSError:
+        dump_registry(registry, cache, stamp.hexdigest())
+    except (OSError, CacheError):
         pass  # a read-only home: just no cache
     return registry
 

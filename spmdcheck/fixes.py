@@ -207,7 +207,8 @@ def apply_fixes(
         new_data = encode(source, fixed)
     except UnicodeEncodeError:
         return FixOutcome(path, 0, f"the fix cannot be written in {source.encoding}: left unchanged")
-    if not os.access(real, os.W_OK):
+    # no write bit: read-only by intent, even for a user (root) whom the system would let write it
+    if not os.access(real, os.W_OK) or not info.st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH):
         return FixOutcome(path, 0, "the file is read-only: not rewritten")
     return _replace(path, real, data, new_data, info.st_mode, count)
 

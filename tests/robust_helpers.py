@@ -26,6 +26,7 @@ def run(args: list[str], cwd: pathlib.Path, timeout: float = 180, **kw) -> subpr
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
     kw.setdefault("capture_output", True)
+    kw.setdefault("text", not isinstance(kw.get("input"), bytes))
     return subprocess.run(
         [sys.executable, "-m", "spmdcheck", *args], cwd=cwd, timeout=timeout, env=env, **kw
     )
