@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from spmdcheck.diagnostics.render import Diagnostic
+from spmdcheck.frontend.guard import quiet_ast_parse
 from spmdcheck.frontend.lines import physical_lines
 from spmdcheck.frontend.source import ParseFailure, parse
 
@@ -111,7 +112,7 @@ def _ensure_import(text: str, import_line: str, newline: str) -> str:
     """`import_line` after the last top-level import (or after a docstring, or before the first statement),
     unless the module already has it. Inserted as text: the rest of the file stays byte-for-byte."""
     try:
-        module = ast.parse(text)
+        module = quiet_ast_parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return text
     if _binds_spmd_types(module) or not module.body:

@@ -23,6 +23,7 @@ import io
 import sys
 import threading
 import tokenize
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -58,7 +59,7 @@ class Screened:
 def screen(text: str) -> Screened:
     """Check with CPython's parser that libcst can be given `text` (see the module docstring)."""
     try:
-        tree = ast.parse(text)
+        tree = quiet_ast_parse(text)
     except SyntaxError as exc:
         # Perhaps syntax newer than this Python: let libcst judge, unless the brackets alone would crash it.
         depth, line = _bracket_depth(text)
@@ -77,6 +78,13 @@ def screen(text: str) -> Screened:
     if not deep:
         return Screened(text)
     return _blank(text, deep)
+
+
+def quiet_ast_parse(source: str | bytes) -> ast.Module:
+    """`ast.parse` without its SyntaxWarnings (`1()`, `x is 1`): the checked code is not ours to lint."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return ast.parse(source)
 
 
 def _too_deep(tree: ast.AST) -> list[tuple[ast.expr, int]]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import errno
 import io
 import os
@@ -13,7 +12,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from spmdcheck.frontend.guard import DeepExpression, screen
+from spmdcheck.frontend.guard import DeepExpression, quiet_ast_parse, screen
 
 # Types only enter a program through these spellings: annotations and the spmd_types API, Megatron
 # mappings, tensors that need grad (raw collectives on them), or torch factories under a configured mesh;
@@ -61,7 +60,7 @@ def decode_source(data: bytes) -> str | ParseFailure:
 def syntax_error(data: bytes) -> ParseFailure | None:
     """The cheap check for files the analysis skips: CPython's parser, 10x faster than libcst."""
     try:
-        ast.parse(data)
+        quiet_ast_parse(data)
     except SyntaxError as exc:
         return ParseFailure(exc.msg, exc.lineno or 1, exc.offset or 1)
     except (ValueError, RecursionError) as exc:
@@ -92,7 +91,7 @@ def parse_screened(text: str) -> tuple[cst.Module | ParseFailure, list[DeepExpre
         # libcst's raw_line can point one line past the error; CPython's parser knows the line
         line, column = exc.raw_line, exc.raw_column + 1
         try:
-            ast.parse(text)
+            quiet_ast_parse(text)
         except SyntaxError as py_exc:
             line, column = py_exc.lineno or line, py_exc.offset or column
         except (ValueError, RecursionError, MemoryError):
