@@ -41,6 +41,7 @@ __all__ = [
     "passthrough",
     "opaque",
     "rank_dependent",
+    "rank_of",
     "grad",
     "dims",
     "inplace",
@@ -54,6 +55,8 @@ __all__ = [
     "spmd_api",
     "context",
     "group_members",
+    "container",
+    "sequential",
     "model",
     "constant_test",
     "is_known",
@@ -107,6 +110,9 @@ def rank_dependent(*args: Any, **_kwargs: Any) -> Any:
     return _identity
 
 
+
+rank_of = _identity
+
 # Parametrised stub decorators: all are no-ops at run time.
 divisor = _factory
 contraction = _factory
@@ -124,6 +130,8 @@ group_members = _factory
 # A class or function whose body is a model of a library's behaviour, interpreted by spmdcheck like
 # checked code (Megatron's ColumnParallelLinear: which collectives its forward runs, for which keywords).
 model = _identity
+container = _factory  # returns the sequence of modules it is given (nn.ModuleList)
+sequential = _factory  # calling the result applies its modules in order (nn.Sequential)
 constant_test = _identity  # the call answers whether its argument is a constant the checker knows
 mesh_factory = _factory
 mesh_group = _factory

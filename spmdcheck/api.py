@@ -14,7 +14,9 @@ import libcst as cst
 
 from spmdcheck.analysis.context import Options
 from spmdcheck.analysis.program import SourceUnit, analyze_program
+from spmdcheck.diagnostics.codes import CODES
 from spmdcheck.diagnostics.render import Diagnostic, ProgramPositions, make
+from spmdcheck.diagnostics.suppression import apply_suppressions
 from spmdcheck.frontend.guard import MAX_EXPRESSION_DEPTH, call_with_deep_stack
 from spmdcheck.frontend.inline_config import read_inline_config
 from spmdcheck.frontend.lines import physical_lines
@@ -95,8 +97,6 @@ def load_registry(stub_path: tuple[str, ...] = ()) -> Registry:
 
 
 def _selected(code: str, settings: Settings) -> bool:
-    from spmdcheck.diagnostics.codes import CODES
-
     def matches(pattern: str) -> bool:
         p = pattern.strip()
         if p.upper() == "ALL":
@@ -148,6 +148,7 @@ def _check_sources(
     out: dict[str, list[Diagnostic]] = {path: [] for path in sources}
     units: list[SourceUnit] = []
     lines: dict[str, list[str]] = {}
+    strict_of: dict[str, bool] = {}
     for path, text in sources.items():
         if path in libraries:
             units.append(SourceUnit(path, None, Options(mesh=settings.mesh), module_name_for(path, exists), text=text))
@@ -182,6 +183,7 @@ def _check_sources(
         )
         out[path] += [make(path, "SPMD005", message, line) for line, message in inline.errors]
         units.append(SourceUnit(path, parsed, options, module_name_for(path, exists), frozenset(mesh_names_in(text))))
+        strict_of[path] = options.strict
         lines[path] = physical_lines(text)
     graph = build_graph(sources, exists) if len(sources) > 1 else None
 
@@ -197,11 +199,15 @@ def _check_sources(
             positions.add(result.contexts[unit.path], unit.path, unit.module, unit_lines)
     for path, diags in positions.render(result.program.findings, result.program.sites).items():
         out[path] += diags
-    for path, diags in out.items():  # the code frames, from the text as decoded (never read again)
-        if path in sources:
-            text_lines = lines.get(path) or physical_lines(sources[path])
-            for d in diags:
-                d.attach_frame(text_lines)
+    for path in out:
+
+        def enabled(code: str, strict: bool = strict_of.get(path, settings.strict)) -> bool:
+            return _selected(code, settings) and (strict or not CODES[code].strict_only)
+
+        out[path] = apply_suppressions(path, sources[path], out[path], enabled)
+        text_lines = lines.get(path) or physical_lines(sources[path])
+        for d in out[path]:  # the code frames, from the text as decoded (never read again)
+            d.attach_frame(text_lines)
     return {
         path: sorted((d for d in diags if _selected(d.code, settings)), key=Diagnostic.sort_key)
         for path, diags in out.items()
@@ -229,7 +235,8 @@ def load_file(path: str, settings: Settings) -> LoadedFile | FileResult:
         data = read_source_bytes(path)
     except OSError as exc:
         return FileResult(path, [make(path, "SPMD005", f"cannot read file: {exc.strerror}")])
-    relevant = is_relevant(data, bool(settings.mesh))
+    # a file naming an spmdcheck code (in a suppression comment) is checked, so an unused one is reported
+    relevant = is_relevant(data, bool(settings.mesh)) or b"SPMD" in data
     if not relevant:
         failure = syntax_error(data)
         if failure is None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -19,6 +19,7 @@ from spmdcheck.analysis.values import (
     Alternatives,
     BoundMethod,
     BuiltinValue,
+    Chain,
     ClassValue,
     ContextValue,
     FunctionValue,
@@ -31,6 +32,7 @@ from spmdcheck.analysis.values import (
     MeshValue,
     MethodValue,
     ModuleRef,
+    PyNumber,
     RankValue,
     Seq,
     SuperValue,
@@ -93,6 +95,11 @@ def dispatch(interp: Interpreter, func: Value, args: list[Arg], node: cst.Call) 
         return call_function(interp, func.func, args, node, receiver=func.receiver)
     if isinstance(func, ClassValue):
         return instantiate(interp, func, args, node)
+    if isinstance(func, Chain) and len(args) == 1:
+        value = args[0]
+        for module in func.items:
+            value = (None, dispatch(interp, module, [value], node), value[2])
+        return value[1]
     if isinstance(func, InstanceValue):
         call = func.cls.lookup("forward") if func.cls.lookup("__call__") is None else func.cls.lookup("__call__")
         if isinstance(call, FunctionValue):
@@ -250,6 +257,15 @@ def _apply_rule(interp: Interpreter, rule: OpRule, args: list[Arg], node: cst.CS
         return UNKNOWN
     if rule.constant_test:
         return Literal(bool(args) and isinstance(args[0][1], Literal))
+    if rule.container_param is not None:
+        modules = bound.get(rule.container_param)
+        return modules if isinstance(modules, (Seq, Homogeneous)) else UNKNOWN
+    if rule.sequential_param is not None:
+        return Chain(tuple(v for v, _ in bound.all(rule.sequential_param)))
+    if rule.rank_of:
+        receiver = bound.get(rule.params[0].name) if rule.params else None
+        if isinstance(receiver, TensorValue) and receiver.rank is not None:
+            return Literal(receiver.rank)
     if rule.group_members_param is not None:
         return MembersValue(_group_axis(interp, bound.get(rule.group_members_param)))
     if rule.passthrough:
@@ -317,10 +333,10 @@ def _factory(interp: Interpreter, rule: OpRule, bound, args: list[Arg], node: cs
         )
         return TensorValue(plain if rule.linearity is Linearity.NONLINEAR else source.type, grad, source.rank)
     if kind == "new":
-        return interp.factory_tensor(rank, grad, typed=True)
+        return replace(interp.factory_tensor(rank, grad, typed=True), leaf=True)
     if kind == "random":
-        return TensorValue(SpmdType(), grad, rank)
-    return interp.factory_tensor(rank, grad, typed=True)
+        return TensorValue(SpmdType(), grad, rank, leaf=True)
+    return replace(interp.factory_tensor(rank, grad, typed=True), leaf=True)
 
 
 def _shape_rank(rule: OpRule, bound) -> int | None:  # noqa: ANN001
@@ -477,6 +493,11 @@ def setitem(interp: Interpreter, target: cst.Subscript, value: Value, value_node
     for el in target.slice:
         if isinstance(el.slice, cst.Index):
             interp.eval(el.slice.value)
+    if isinstance(base, TensorValue) and not isinstance(value, (TensorValue, Alternatives, Literal, PyNumber)):
+        # A value the checker cannot model (it may be a tensor of any type) written into the tensor: what
+        # the tensor holds afterwards is not known, and unknown is silent.
+        interp.rebind(target.value, TensorValue(SpmdType(), base.grad, base.rank, opaque=True))
+        return
     if not isinstance(base, TensorValue) or not isinstance(value, TensorValue):
         return
     axes: dict[str, AxisType] = {}

@@ -374,9 +374,11 @@ class Interpreter:
             for target in small.targets:
                 self.assign(target.target, value, small.value)
         elif isinstance(small, cst.AnnAssign):
-            value = self.eval(small.value) if small.value is not None else UNKNOWN
             declared = calls.annotation_type(self, small.annotation.annotation)
-            if declared is not None and small.value is not None:
+            if small.value is None:
+                return  # a declaration binds nothing (a class-level one types the attribute: exec_class)
+            value = self.eval(small.value)
+            if declared is not None:
                 value = calls.check_declared(self, value, declared, small, "SPMD401", "annotated variable")
             self.assign(small.target, value, small.value)
         elif isinstance(small, cst.AugAssign):
@@ -780,6 +782,8 @@ class Interpreter:
                 from spmdcheck.rules.typespec import parse_axis_type
 
                 return TypeValue(parse_axis_type(rule.const_type))
+            if rule is not None and rule.const_str is not None:
+                return Literal(rule.const_str)  # a stub's string constant: an enum member naming an axis
         return value
 
     def eval_Attribute(self, node: cst.Attribute) -> Value:
@@ -985,10 +989,34 @@ class Interpreter:
         return UNKNOWN
 
     def eval_ListComp(self, node: cst.ListComp) -> Value:
-        return UNKNOWN
+        return self._comprehension(node)
 
     def eval_GeneratorExp(self, node: cst.GeneratorExp) -> Value:
+        return self._comprehension(node)
+
+    def eval_SetComp(self, node: cst.SetComp) -> Value:
+        self._comprehension(node)
         return UNKNOWN
+
+    def _comprehension(self, node: cst.ListComp | cst.GeneratorExp | cst.SetComp) -> Value:
+        """The element once, its loop variables bound to an element of each iterable: a list of such items.
+
+        The loop variables do not leak (Python 3 scoping); what the element does to objects stays.
+        """
+        saved = self.frame.env
+        self.frame.env = dict(saved)
+        try:
+            clause: cst.CompFor | None = node.for_in
+            while clause is not None:
+                iterable = self.eval(clause.iter)
+                self.assign(clause.target, _element_of(iterable), None)
+                for cond in clause.ifs:
+                    self.eval(cond.test)
+                clause = clause.inner_for_in
+            item = self.eval(node.elt)
+        finally:
+            self.frame.env = saved
+        return Homogeneous(item)
 
     def eval_Await(self, node: cst.Await) -> Value:
         return self.eval(node.expression)
@@ -1033,8 +1061,14 @@ class Interpreter:
         return GradState.join(grads) if grads else GradState.NO
 
     def factory_tensor(self, rank: int | None, grad: GradState, typed: bool) -> TensorValue:
-        """A deterministic factory's result: R on every axis of the mesh in scope."""
-        axes = {a: AxisType(Kind.R) for a in self.mesh} if typed else {}
+        """A deterministic factory's result: R on every axis of the mesh in scope.
+
+        spmd_types types a factory only while its checking mode runs. The configured mesh is an assumption
+        about code that uses spmd_types; a file that never imports it (a test building inputs, unannotated
+        library code) gives no sign that its tensors are made under checking: they stay untyped there.
+        """
+        assumed = self.mesh == self.ctx.options.mesh and not self.ctx.imports_spmd_types
+        axes = {a: AxisType(Kind.R) for a in self.mesh} if typed and not assumed else {}
         return TensorValue(SpmdType(axes), grad, rank)
 
 

@@ -93,6 +93,9 @@ class TensorValue(Value):
     # (axis, site) of the reduction that made this value R/I there: named when it is reduced again.
     # Provenance only: it does not take part in equality, so it never splits a join.
     reduced_at: tuple[tuple[str, int], ...] = field(default=(), compare=False, hash=False)
+    # A leaf of the autograd graph (a factory's result, an nn.Parameter): it has no upstream history, so
+    # a raw collective writing into it (a receive buffer) cuts nothing. Provenance: not part of equality.
+    leaf: bool = field(default=False, compare=False, hash=False)
 
     @property
     def typed(self) -> bool:
@@ -134,6 +137,13 @@ class Seq(Value):
 
     items: tuple[Value, ...]
     is_list: bool = False
+
+
+@dataclass(frozen=True)
+class Chain(Value):
+    """Modules applied in order when called (`nn.Sequential(a, b)(x)` is `b(a(x))`)."""
+
+    items: tuple[Value, ...]
 
 
 @dataclass(frozen=True)

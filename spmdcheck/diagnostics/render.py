@@ -1,4 +1,7 @@
-"""Turn findings into diagnostics: positions (resolved only for files with findings), messages, suppressions."""
+"""Turn findings into diagnostics: positions (resolved only for files with findings), messages.
+
+Suppression comments are applied afterwards (diagnostics/suppression.py).
+"""
 
 from __future__ import annotations
 
@@ -10,11 +13,9 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from spmdcheck.analysis.findings import Finding
-from spmdcheck.diagnostics.codes import CODES, lookup
+from spmdcheck.diagnostics.codes import CODES
 
 _SITE = re.compile(r"\{site:(\d+)\}")
-_NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Za-z0-9_\-, ]+))?", re.IGNORECASE)
-_IGNORE = re.compile(r"#\s*spmdcheck:\s*ignore(?:\[(?P<codes>[^\]]*)\])?", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,8 @@ class SuggestionOut:
     replacement: str
     # where the replacement goes: (line, column, end_line, end_column), 1-based; None = advice only
     span: tuple[int, int, int, int] | None = field(default=None, compare=False)
+    # safe: does not change what the program computes (ruff's fix applicability); `--fix` alone applies these
+    safe: bool = field(default=False, compare=False)
 
 
 @dataclass
@@ -159,8 +162,7 @@ class ProgramPositions:
                 message,
                 [SuggestionOut(s.message, s.replacement, _span(positions, s.target)) for s in f.suggestions],
             )
-            if not suppressed(diag, source_lines):
-                out.setdefault(path, []).append(diag)
+            out.setdefault(path, []).append(diag)
         return out
 
 
@@ -205,24 +207,3 @@ def _branch_note(f: Finding, sites: list[cst.CSTNode], line_of) -> str:  # noqa:
         else:
             parts.append(f"when the `if` at line {line_of(node)} takes the {'if' if b.arm == 'if' else 'else'} branch")
     return "(" + "; ".join(parts) + ")"
-
-
-def suppressed(diag: Diagnostic, source_lines: list[str]) -> bool:
-    """`# noqa`, `# noqa: SPMD101`, `# spmdcheck: ignore[partial-through-nonlinear]` on the reported line."""
-    if not 0 < diag.line <= len(source_lines):
-        return False
-    text = source_lines[diag.line - 1]
-    if "#" not in text:
-        return False
-    for pattern in (_NOQA, _IGNORE):
-        m = pattern.search(text)
-        if m is None:
-            continue
-        codes = m.group("codes")
-        if codes is None or not codes.strip():
-            return True
-        for item in re.split(r"[,\s]+", codes.strip()):
-            info = lookup(item) if item else None
-            if info is not None and info.code == diag.code:
-                return True
-    return False

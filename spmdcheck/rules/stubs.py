@@ -228,6 +228,12 @@ def _apply_decorator(rule: OpRule, name: str, args: list[object], kwargs: dict[s
         rule.passthrough = True
         rule.rank_axis = kwargs.get("axis")  # type: ignore[assignment]
         rule.rank_group_param = kwargs.get("group")  # type: ignore[assignment]
+    elif name == "container":
+        rule.container_param = str(args[0])
+        rule.returns = Returns.VALUE
+    elif name == "sequential":
+        rule.sequential_param = str(args[0])
+        rule.returns = Returns.VALUE
     elif name == "constant_test":
         rule.constant_test = True
         rule.returns = Returns.VALUE
@@ -236,6 +242,8 @@ def _apply_decorator(rule: OpRule, name: str, args: list[object], kwargs: dict[s
         rule.returns = Returns.VALUE
     elif name == "opaque":
         rule.opaque = True
+    elif name == "rank_of":
+        rule.rank_of = True
     elif name == "grad":
         rule.grad = str(args[0])
     elif name == "dims":
@@ -443,6 +451,21 @@ def _load_small(small, module, prefix, add, where) -> None:  # noqa: ANN001
                     source=where,
                 )
             )
+    elif (
+        isinstance(small, cst.Assign)
+        and len(small.targets) == 1
+        and isinstance(small.targets[0].target, cst.Name)
+        and isinstance(small.value, cst.SimpleString)
+        and isinstance(small.value.evaluated_value, str)
+    ):
+        add(
+            OpRule(
+                qualname=f"{prefix}.{small.targets[0].target.value}",
+                const_str=small.value.evaluated_value,
+                returns=Returns.VALUE,
+                source=where,
+            )
+        )
     elif isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
         value = module.code_for_node(small.value)
         if value.replace(".", "").replace("_", "").isalnum():
