@@ -172,7 +172,10 @@ def _check(args: argparse.Namespace) -> int:
     resolver = ConfigResolver(explicit, args.isolated, overrides)
     if args.show_settings:
         return _show_settings(resolver, args, paths[0])
-    primary = resolver.for_path(pathlib.Path(paths[0]) if paths[0] != "-" else pathlib.Path.cwd())
+    first = pathlib.Path(paths[0]) if paths[0] != "-" else pathlib.Path.cwd()
+    if not first.exists():  # missing, or a symlink loop (which Path.resolve() raises on): its folder's config
+        first = pathlib.Path(os.path.abspath(first)).parent
+    primary = resolver.for_path(first)
     from spmdcheck.frontend.source import ParseFailure, decode_source
     from spmdcheck.report.printable import printable
 
