@@ -63,11 +63,14 @@ def fix_diff(
     path: str, check: Callable[[str], list[Diagnostic]], shown_path: str, unsafe: bool = True
 ) -> tuple[str, int]:
     """The unified diff the fixes would make to `path`; and how many fixes."""
+    from spmdcheck.fixes import decode
+
     try:
-        original = pathlib.Path(path).read_bytes().decode("utf-8").removeprefix("\ufeff")
-    except (OSError, UnicodeDecodeError):
+        source = decode(pathlib.Path(path).read_bytes())  # its coding cookie, BOM and line endings
+    except (OSError, SyntaxError, UnicodeDecodeError, LookupError):
         return "", 0
-    fixed, count = fix_in_memory(original, check, unsafe)
+    original = source.text
+    fixed, count = fix_in_memory(original, check, unsafe, source.newline)
     if fixed == original:
         return "", 0
     old, new = (f"a/{shown_path}", f"b/{shown_path}") if not shown_path.startswith("/") else (shown_path, shown_path)
