@@ -6,13 +6,12 @@ import functools
 import hashlib
 import os
 import pathlib
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import libcst as cst
 
-from spmdcheck.analysis.context import Options
+from spmdcheck.analysis.context import BindObserver, Options
 from spmdcheck.analysis.program import SourceUnit, analyze_program
 from spmdcheck.diagnostics.codes import CODES
 from spmdcheck.diagnostics.render import Diagnostic, ProgramPositions, make
@@ -54,6 +53,7 @@ class Settings:
     stub_path: tuple[str, ...] = ()
     select: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
+    preview: bool = False  # preview rules (off by default) run too
 
 
 @dataclass
@@ -108,11 +108,25 @@ def _selected(code: str, settings: Settings) -> bool:
     return not any(matches(p) for p in settings.ignore)
 
 
+def _previewed(code: str, settings: Settings) -> bool:
+    """A preview rule runs with `preview`, or when selected by its exact code or name (not a prefix or ALL)."""
+    info = CODES[code]
+    return (
+        not info.preview
+        or settings.preview
+        or any(p.strip().upper() == code or p.strip().lower() == info.name for p in settings.select)
+    )
+
+
 def check_source(
-    text: str, path: str = "<string>", settings: Settings | None = None, registry: Registry | None = None
+    text: str,
+    path: str = "<string>",
+    settings: Settings | None = None,
+    registry: Registry | None = None,
+    on_bind: BindObserver | None = None,
 ) -> list[Diagnostic]:
     """One file on its own (its imports of other files are unknown)."""
-    return check_sources({path: text}, settings, registry, exists=lambda p: False)[path]
+    return check_sources({path: text}, settings, registry, exists=lambda p: False, on_bind=on_bind)[path]
 
 
 def check_sources(
@@ -121,17 +135,19 @@ def check_sources(
     registry: Registry | None = None,
     exists: Callable[[str], bool] | None = None,
     libraries: frozenset[str] = frozenset(),
+    on_bind: BindObserver | None = None,
 ) -> dict[str, list[Diagnostic]]:
     """Check files as one program: `sources` maps each path to its text; module names come from the
     paths' package folders (a folder is a package when `<folder>/__init__.py` is one of the keys or
     exists on disk). Returns each path's diagnostics, sorted.
 
     `libraries` are paths the others import that cannot hold a finding by themselves: parsed only
-    when an import of them runs, and followed only where typed values flow into them.
+    when an import of them runs, and followed only where typed values flow into them. `on_bind`
+    observes every name binding (--show-types, editor hovers).
 
     Runs on a thread with a deep stack (`frontend.guard`): deep but valid syntax trees are analysed.
     """
-    return call_with_deep_stack(lambda: _check_sources(sources, settings, registry, exists, libraries))
+    return call_with_deep_stack(lambda: _check_sources(sources, settings, registry, exists, libraries, on_bind))
 
 
 def _check_sources(
@@ -140,6 +156,7 @@ def _check_sources(
     registry: Registry | None,
     exists: Callable[[str], bool] | None,
     libraries: frozenset[str],
+    on_bind: BindObserver | None,
 ) -> dict[str, list[Diagnostic]]:
     settings = settings or Settings()
     registry = registry if registry is not None else load_registry(settings.stub_path)
@@ -191,7 +208,7 @@ def _check_sources(
         parsed = parse(text)
         return None if isinstance(parsed, ParseFailure) else parsed
 
-    result = analyze_program(units, registry, graph, parse_library)
+    result = analyze_program(units, registry, graph, parse_library, on_bind)
     positions = ProgramPositions()
     for unit in units:
         if unit.module is not None:
@@ -202,14 +219,17 @@ def _check_sources(
     for path in out:
 
         def enabled(code: str, strict: bool = strict_of.get(path, settings.strict)) -> bool:
-            return _selected(code, settings) and (strict or not CODES[code].strict_only)
+            info = CODES[code]
+            return _selected(code, settings) and (strict or not info.strict_only) and _previewed(code, settings)
 
         out[path] = apply_suppressions(path, sources[path], out[path], enabled)
         text_lines = lines.get(path) or physical_lines(sources[path])
         for d in out[path]:  # the code frames, from the text as decoded (never read again)
             d.attach_frame(text_lines)
     return {
-        path: sorted((d for d in diags if _selected(d.code, settings)), key=Diagnostic.sort_key)
+        path: sorted(
+            (d for d in diags if _selected(d.code, settings) and _previewed(d.code, settings)), key=Diagnostic.sort_key
+        )
         for path, diags in out.items()
     }
 
@@ -268,8 +288,16 @@ def _guarded(paths: list[str], run: Callable[[], dict[str, list[Diagnostic]]]) -
     except RecursionError:
         return [FileResult(path, [make(path, "SPMD001", "file is too deeply nested to analyse")]) for path in paths]
     except Exception as exc:  # noqa: BLE001 - one file's bug in the checker must not stop the run
-        where = traceback.extract_tb(exc.__traceback__)[-1]
-        message = f"internal error: {type(exc).__name__}: {exc} (at {pathlib.Path(where.filename).name}:{where.lineno})"
+        # only the innermost frame, and a bounded message: never format a (possibly huge, recursive) traceback
+        tb = exc.__traceback__
+        while tb is not None and tb.tb_next is not None:
+            tb = tb.tb_next
+        where = f"{pathlib.Path(tb.tb_frame.f_code.co_filename).name}:{tb.tb_lineno}" if tb is not None else "?"
+        try:
+            text = str(exc)[:300]
+        except Exception:  # noqa: BLE001 - an exception whose str() fails
+            text = "?"
+        message = f"internal error: {type(exc).__name__}: {text} (at {where})"
         return [FileResult(path, [make(path, "SPMD000", message)]) for path in paths]
 
 

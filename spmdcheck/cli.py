@@ -1,4 +1,4 @@
-"""Command line: `spmdcheck check [PATHS]`, `spmdcheck explain CODE`, `spmdcheck rules`.
+"""Command line: `spmdcheck check [PATHS]`, `explain CODE`, `rule CODE|--all`, `rules`, `server`.
 
 Exit status: 0 nothing found, 1 diagnostics found, 2 usage or configuration error.
 """
@@ -22,6 +22,18 @@ def _parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command")
     check = sub.add_parser("check", help="check files and folders (default: .)")
     add_check_arguments(check)
+    # -- editor/inspection surface (issue 8 items 5-6) --
+    check.add_argument(
+        "--show-types",
+        action="store_true",
+        help="print every assignment's inferred SPMD type and gradient type instead of the diagnostics",
+    )
+    rule = sub.add_parser("rule", help="explain a rule by code or name (alias of explain), or list them with --all")
+    rule.add_argument("code", nargs="?", default=None)
+    rule.add_argument("--all", action="store_true", help="every rule")
+    rule.add_argument("--output-format", choices=("text", "json", "markdown"), default="text")
+    server = sub.add_parser("server", help="run the language server (stdio; needs the `lsp` extra)")
+    server.add_argument("--stdio", action="store_true", help="talk over stdin/stdout (the default and only transport)")
     explain = sub.add_parser("explain", help="print the documentation of a diagnostic code")
     explain.add_argument("code")
     rules = sub.add_parser("rules", help="list every diagnostic code")
@@ -39,6 +51,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _explain(args.code)
     if args.command == "rules":
         return _rules(args.output_format)
+    if args.command == "rule":
+        return _rule(args)
+    if args.command == "server":
+        return _server()
     if args.command != "check":
         ap.print_help(sys.stderr)
         return EXIT_USAGE
@@ -82,6 +98,59 @@ def _rules(fmt: str) -> int:
     return EXIT_CLEAN
 
 
+def _rule(args: argparse.Namespace) -> int:
+    from spmdcheck.diagnostics.catalog import render_rules
+
+    if args.all == (args.code is not None):
+        print("spmdcheck: give a rule code or name, or --all", file=sys.stderr)
+        return EXIT_USAGE
+    if args.code is not None and args.output_format == "text":
+        return _explain(args.code)
+    text = render_rules(None if args.all else args.code, args.output_format)
+    if text is None:
+        print(f"spmdcheck: unknown code {args.code!r} (see `spmdcheck rule --all`)", file=sys.stderr)
+        return EXIT_USAGE
+    sys.stdout.write(text)
+    return EXIT_CLEAN
+
+
+def _server() -> int:
+    from spmdcheck.server import build
+
+    try:
+        server = build()
+    except ImportError as exc:
+        print(
+            f"spmdcheck: the language server needs pygls and lsprotocol ({exc.name} is missing): "
+            "pip install 'spmdcheck[lsp]'",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    server.start_io()
+    return EXIT_CLEAN
+
+
+def _show_types(by_settings: dict, stdin_text: str | None, args: argparse.Namespace) -> None:
+    """`check --show-types`: each settings group analysed as one program, printed in file order."""
+    from spmdcheck.api import load_registry
+    from spmdcheck.report import use_color
+    from spmdcheck.report.types_report import write_types_json, write_types_text
+    from spmdcheck.typeinfo import infer_files, infer_source
+
+    typed = []
+    for settings, group in by_settings.items():
+        registry = load_registry(settings.stub_path)
+        if stdin_text is not None:
+            typed.append(infer_source(stdin_text, group[0], settings, registry))
+        else:
+            typed += infer_files(group, settings, registry)
+    typed.sort(key=lambda t: t.path)
+    if args.output_format == "json":
+        write_types_json(typed, sys.stdout)
+    else:
+        write_types_text(typed, sys.stdout, use_color(args.color, sys.stdout))
+
+
 def _split(value: str | None) -> tuple[str, ...]:
     return tuple(v.strip() for v in value.split(",") if v.strip()) if value else ()
 
@@ -113,6 +182,7 @@ def _file_settings(cfg, args: argparse.Namespace, path: str):  # noqa: ANN001, A
     return Settings(
         mesh=_split(args.mesh) or cfg.mesh,
         strict=cfg.strict if args.strict is None else True,
+        preview=cfg.preview or bool(getattr(args, "preview", False)),
         stub_path=tuple(cfg.stub_path) + tuple(str(pathlib.Path(p).resolve()) for p in args.stub_path),
         select=select + extend if select else (),
         ignore=_split(args.ignore) + cfg.ignore + cfg.ignores_for(pathlib.Path(path)),
@@ -133,6 +203,7 @@ def _show_settings(resolver, args: argparse.Namespace, path: str) -> int:  # noq
         "config-file": str(cfg.source) if cfg.source else None,
         "mesh": list(settings.mesh),
         "strict": settings.strict,
+        "preview": settings.preview,
         "stub-path": list(settings.stub_path),
         "include": [f"{g.base}/{g.pattern}" for g in cfg.include],
         "exclude": [f"{g.base}/{g.pattern}" for g in cfg.exclude],
@@ -218,6 +289,9 @@ def _check(args: argparse.Namespace) -> int:
     for error in resolver.errors:
         print(f"spmdcheck: SPMD005 config-error: {error}; checking with the default settings", file=sys.stderr)
         status = EXIT_USAGE
+    if args.show_types:
+        _show_types(by_settings, stdin_text, args)
+        return status
     jobs = args.jobs if args.jobs is not None else primary.jobs
     diags = []
     results = []
@@ -295,7 +369,8 @@ def _report(args: argparse.Namespace, diags: list, files: int, stdin_text: str |
     # a checker failure or a configuration error (config file, header comment, stub) is not a finding
     if status == EXIT_USAGE or any(d.code in ("SPMD000", "SPMD005") for d in diags):
         return EXIT_USAGE
-    if diags and not args.exit_zero and not args.add_noqa:
+    findings = [d for d in diags if d.severity != "note"]  # notes (reveal_spmd_type) never fail a run
+    if findings and not args.exit_zero:  # after --add-noqa: what a noqa cannot silence (syntax errors)
         return EXIT_FINDINGS
     return EXIT_CLEAN
 
@@ -316,7 +391,7 @@ def _print_diff(results, settings_of) -> int:  # noqa: ANN001
         def check(text: str, path: str = r.path, settings=settings, registry=registry):  # noqa: ANN001, ANN202
             return check_source(text, path, settings, registry)
 
-        diff, count = fix_diff(r.path, check, display_path(r.path).replace(os.sep, "/"))
+        diff, count = fix_diff(r.path, r.diagnostics, check, display_path(r.path).replace(os.sep, "/"))
         sys.stdout.write(diff)
         total += count
     print(f"spmdcheck: would apply {total} fix(es)" if total else "spmdcheck: no fixes to apply", file=sys.stderr)
@@ -339,8 +414,9 @@ def _add_noqa(results) -> None:  # noqa: ANN001
 
 def _fix(results, files: list[str], settings, registry, unsafe: bool, jobs: int, roots: list[str]):  # noqa: ANN001, ANN202
     """Apply fixes in rounds (spmdcheck/fix_review.py says why): each round applies every file's next batch,
-    then checks the files again; only the safe fixes without --unsafe-fixes. Each file's write is a
-    transaction (spmdcheck/fixes.py); returns the results and how many files could not be fixed."""
+    then checks the changed files again, and at the end every file; only the safe fixes without --unsafe-fixes.
+    Each file's write is a transaction (spmdcheck/fixes.py); returns the results and how many files could
+    not be fixed."""
     from spmdcheck.api import check_source
     from spmdcheck.fix_review import IMPORT_LINE, MAX_ROUNDS, fixable, next_batch
     from spmdcheck.fixes import FixOutcome, apply_fixes
@@ -356,7 +432,7 @@ def _fix(results, files: list[str], settings, registry, unsafe: bool, jobs: int,
     applied: dict[str, int] = {}
     failed: set[str] = set()
     for _ in range(MAX_ROUNDS):
-        progress = False
+        changed = []
         for r in results:
             batch = next_batch(r.diagnostics, unsafe) if r.path not in failed else []
             if not batch:
@@ -376,9 +452,13 @@ def _fix(results, files: list[str], settings, registry, unsafe: bool, jobs: int,
                 failed.add(r.path)
             elif outcome.applied:
                 applied[r.path] = applied.get(r.path, 0) + outcome.applied
-                progress = True
-        if not progress:
+                changed.append(r.path)
+        if not changed:
             break
+        # the next round needs only the changed files' findings; the report below checks everything again
+        again = {r.path: r for r in _run(changed, settings, registry, jobs)}
+        results = [again.get(r.path, r) for r in results]
+    if applied:
         results = _run(files, settings, registry, jobs)
     for path, count in sorted(applied.items()):
         print(f"spmdcheck: {printable(path)}: applied {count} fix(es)", file=sys.stderr)

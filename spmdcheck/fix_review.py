@@ -39,15 +39,22 @@ def next_batch(diags: list[Diagnostic], unsafe: bool) -> list[Diagnostic]:
 
 
 def fix_in_memory(
-    text: str, check: Callable[[str], list[Diagnostic]], unsafe: bool, newline: str = "\n"
+    text: str,
+    check: Callable[[str], list[Diagnostic]],
+    unsafe: bool,
+    first: list[Diagnostic] | None = None,
+    newline: str = "\n",
 ) -> tuple[str, int]:
-    """The text after every round of fixes, and how many fixes were applied (`newline`: the text's own)."""
+    """The text after every round of fixes, and how many fixes were applied. `first`: the diagnostics of
+    `text` already known (from the whole-program run), used for the first round instead of `check`;
+    `newline`: the text's own line ending, for inserted lines."""
     from spmdcheck.fixes import fix_text
     from spmdcheck.frontend.source import ParseFailure, parse
 
     applied = 0
     for _ in range(MAX_ROUNDS):
-        batch = next_batch(check(text), unsafe)
+        batch = next_batch(first if first is not None else check(text), unsafe)
+        first = None
         if not batch:
             break
         new, count = fix_text(text, batch, IMPORT_LINE, newline)
@@ -60,17 +67,22 @@ def fix_in_memory(
 
 
 def fix_diff(
-    path: str, check: Callable[[str], list[Diagnostic]], shown_path: str, unsafe: bool = True
+    path: str,
+    diags: list[Diagnostic],
+    check: Callable[[str], list[Diagnostic]],
+    shown_path: str,
+    unsafe: bool = True,
 ) -> tuple[str, int]:
-    """The unified diff the fixes would make to `path`; and how many fixes."""
+    """The unified diff the fixes would make to `path`, whose diagnostics are `diags`; and how many fixes.
+    Later rounds check the file on its own (`check`)."""
     from spmdcheck.fixes import decode
 
     try:
-        source = decode(pathlib.Path(path).read_bytes())  # its coding cookie, BOM and line endings
+        source = decode(pathlib.Path(path).read_bytes())  # as the checker read it: coding cookie, BOM
     except (OSError, SyntaxError, UnicodeDecodeError, LookupError):
         return "", 0
     original = source.text
-    fixed, count = fix_in_memory(original, check, unsafe, source.newline)
+    fixed, count = fix_in_memory(original, check, unsafe, diags, source.newline)
     if fixed == original:
         return "", 0
     old, new = (f"a/{shown_path}", f"b/{shown_path}") if not shown_path.startswith("/") else (shown_path, shown_path)

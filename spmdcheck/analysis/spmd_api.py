@@ -10,10 +10,20 @@ import libcst as cst
 from spmdcheck.analysis.binding import Bound
 from spmdcheck.analysis.findings import Finding, Suggestion
 from spmdcheck.analysis.ops import render_fix_call
-from spmdcheck.analysis.typeexpr import TypeDict, TypeExprError, axis_name, merge_type_dicts, type_dict
+from spmdcheck.analysis.reveal import reveal
+from spmdcheck.analysis.typeexpr import (
+    TypeDict,
+    TypeExprError,
+    axis_name,
+    is_opaque_axis,
+    merge_type_dicts,
+    type_dict,
+)
 from spmdcheck.analysis.values import (
     UNKNOWN,
+    DictValue,
     Literal,
+    LocalMapValue,
     MeshValue,
     ScalarValue,
     Seq,
@@ -25,16 +35,16 @@ from spmdcheck.lattice import MAX_TENSOR_RANK, S_UNKNOWN_DIM, AxisType, GradStat
 from spmdcheck.rules.model import OpRule
 
 if TYPE_CHECKING:
-    from spmdcheck.analysis.interpreter import Interpreter
+    from spmdcheck.analysis.context import Analysis
 
-Handler = Callable[["Interpreter", OpRule, Bound, cst.Call, list], Value]
+Handler = Callable[["Analysis", OpRule, Bound, cst.Call, list], Value]
 
 
-def asserted_axes(interp: Interpreter, td: TypeDict, node: cst.CSTNode) -> dict[str, AxisType] | None:
+def asserted_axes(interp: Analysis, td: TypeDict, node: cst.CSTNode) -> dict[str, AxisType] | None:
     axes = dict(td.axes)
     known = interp.ctx.known_axes
     for axis in list(axes):
-        if known and axis not in known:
+        if known and axis not in known and not is_opaque_axis(axis):
             interp.report(
                 Finding(
                     "SPMD003", node, f"unknown mesh axis {axis!r}; the mesh in scope has {', '.join(sorted(known))}"
@@ -61,7 +71,7 @@ def asserted_axes(interp: Interpreter, td: TypeDict, node: cst.CSTNode) -> dict[
 
 
 def refine(
-    interp: Interpreter, x: TensorValue, axes: dict[str, AxisType], node: cst.CSTNode, code: str, what: str
+    interp: Analysis, x: TensorValue, axes: dict[str, AxisType], node: cst.CSTNode, code: str, what: str
 ) -> TensorValue:
     """assert_type semantics: set unknown axes, check known ones; V may become P (or S(d))."""
     merged = dict(x.type)
@@ -117,7 +127,7 @@ def refine(
     return TensorValue(SpmdType(merged), x.grad, x.rank, reduced_at=x.reduced_at, leaf=x.leaf)
 
 
-def _pending_at_contract(interp: Interpreter, have: AxisType, axis: str, node: cst.CSTNode, want: str) -> None:
+def _pending_at_contract(interp: Analysis, have: AxisType, axis: str, node: cst.CSTNode, want: str) -> None:
     value = _contracted_value(node)
     operand = interp.ctx.code_of(value)
     if want.startswith("S("):
@@ -156,7 +166,7 @@ def _normalize(t: AxisType, rank: int | None) -> AxisType:
 
 
 def _types_from(
-    interp: Interpreter, values: list[tuple[Value, cst.CSTNode]], node: cst.CSTNode
+    interp: Analysis, values: list[tuple[Value, cst.CSTNode]], node: cst.CSTNode
 ) -> dict[str, AxisType] | None:
     parts = []
     for value, vnode in values:
@@ -180,7 +190,7 @@ def _types_from(
     return asserted_axes(interp, merged, node)
 
 
-def known_name(interp: Interpreter) -> Callable[[str], bool]:
+def known_name(interp: Analysis) -> Callable[[str], bool]:
     """Whether the stubs describe an imported name."""
     registry = interp.ctx.registry
     return lambda qualname: registry.lookup(registry.resolve_alias(qualname)) is not None
@@ -194,18 +204,18 @@ def _statically_unknown(value: Value) -> bool:
     return isinstance(value, Unknown)
 
 
-def assert_type(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
+def assert_type(interp: Analysis, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
     if not args:
         return UNKNOWN
     _, target, target_node = args[0]
-    axes = _types_from(interp, [(v, n) for k, v, n in args[1:] if k is None], node)
+    axes = _types_from(interp, [(v, n) for k, v, n in args[1:] if k in (None, "partition_spec")], node)
     if axes is None:
         return target
     return _apply_to(interp, target, target_node, lambda t: refine(interp, t, axes, node, "SPMD401", "assert_type"))
 
 
 def _apply_to(
-    interp: Interpreter, target: Value, target_node: cst.CSTNode, fn: Callable[[TensorValue], TensorValue]
+    interp: Analysis, target: Value, target_node: cst.CSTNode, fn: Callable[[TensorValue], TensorValue]
 ) -> Value:
     if isinstance(target, TensorValue):
         result = fn(target)
@@ -231,7 +241,7 @@ def _apply_to(
     return target
 
 
-def assert_type_like(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
+def assert_type_like(interp: Analysis, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
     if len(args) < 2:
         return UNKNOWN
     _, target, target_node = args[0]
@@ -247,7 +257,7 @@ def assert_type_like(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.
     )
 
 
-def mutate_type(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
+def mutate_type(interp: Analysis, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
     if not args:
         return UNKNOWN
     _, target, target_node = args[0]
@@ -296,7 +306,7 @@ def _per_axis(value: Value | None, axis: str) -> AxisType | None:
     return td.axes.get(axis) if td is not None else None
 
 
-def reinterpret_no_grad(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
+def reinterpret_no_grad(interp: Analysis, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
     target, target_node = bound.get("x"), bound.node("x")
     axis, dst = axis_name(bound.get("axis") or UNKNOWN), bound.get("dst")
     if not isinstance(target, TensorValue) or axis is None or not isinstance(dst, TypeValue):
@@ -309,7 +319,7 @@ def reinterpret_no_grad(interp: Interpreter, rule: OpRule, bound: Bound, node: c
     return result
 
 
-def scalar(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
+def scalar(interp: Analysis, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
     if len(args) < 2:
         return UNKNOWN
     try:
@@ -320,7 +330,7 @@ def scalar(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.Call, args
     return ScalarValue(SpmdType(td.axes))
 
 
-def shard_type(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
+def shard_type(interp: Analysis, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
     """`S(d)`: d a constant (literal, constant arithmetic, `x.dim() - 1` at a known rank), else S(?)."""
     dim = args[0][1] if args else None
     if isinstance(dim, Literal) and isinstance(dim.value, int) and not isinstance(dim.value, bool):
@@ -351,7 +361,7 @@ def _integer_constant(node: cst.CSTNode) -> bool:
     return True
 
 
-def backward(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
+def backward(interp: Analysis, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
     first = rule.params[0].name if rule.params else "self"  # Tensor.backward(self) / autograd.backward(tensors)
     loss, loss_node = bound.get(first), bound.node(first)
     explicit = bound.get("gradient") or bound.get("grad_tensors")
@@ -397,12 +407,82 @@ def backward(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.Call, ar
     return Literal(None)
 
 
-def current_mesh(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
+def partition_spec(interp: Analysis, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
+    """`PartitionSpec(a0, a1, ...)`: the axis (or axes) at position i shard dim i, read as {axis: S(i)}."""
+    items: list[tuple[Value, Value, cst.CSTNode]] = []
+    for dim, (keyword, value, arg_node) in enumerate(args):
+        if keyword is not None:
+            return UNKNOWN  # `*dims` unpacked or an unexpected keyword: the positions are unknown
+        names = value.items if isinstance(value, Seq) else (value,)
+        for name in names:
+            if isinstance(name, Literal) and name.value is None:
+                continue
+            items.append((name, TypeValue(S(dim)), arg_node))
+    return DictValue(tuple(items))
+
+
+def local_map(interp: Analysis, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
+    """`spmd.local_map(in_types=..., out_types=...)` (the decorator form is read with the function)."""
+    out_types = bound.get("out_types")
+    if out_types is None:
+        return UNKNOWN
+    return LocalMapValue(bound.get("in_types") or UNKNOWN, out_types)
+
+
+def call_local_map(interp: Analysis, boundary: LocalMapValue, args: list, node: cst.Call) -> Value:
+    """`local_map(...)(fn)` wraps fn; calling the wrapper checks the arguments against in_types
+    (assert_type semantics, SPMD403) and gives the results the out_types."""
+    if not boundary.applied:
+        return LocalMapValue(boundary.in_types, boundary.out_types, applied=True)
+    leaves = boundary.in_types.items if isinstance(boundary.in_types, Seq) else ()
+    positional = [(v, n) for k, v, n in args if k is None]
+    for i, (value, value_node) in enumerate(positional):
+        if i >= len(leaves) or not isinstance(value, TensorValue):
+            continue
+        try:
+            declared = type_dict(leaves[i], known_name(interp))
+        except TypeExprError:
+            continue
+        if not declared.partial:
+            refine(interp, value, declared.axes, value_node, "SPMD403", f"local_map argument {i}")
+    out = boundary.out_types
+    if isinstance(out, Seq):
+        return Seq(tuple(_boundary_output(interp, leaf) for leaf in out.items), out.is_list)
+    return _boundary_output(interp, out)
+
+
+def _boundary_output(interp: Analysis, leaf: Value) -> Value:
+    try:
+        declared = type_dict(leaf, known_name(interp))
+    except TypeExprError:
+        return UNKNOWN
+    if declared.partial or declared.bare is not None:
+        return TensorValue(SpmdType(declared.axes), GradState.UNKNOWN, None, opaque=not declared.axes)
+    return TensorValue(SpmdType(declared.axes), GradState.UNKNOWN, None)
+
+
+def current_mesh(interp: Analysis, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
     """`current_mesh()`: the mesh in scope, when the checker knows it."""
     return MeshValue(interp.mesh) if interp.mesh else UNKNOWN
 
 
-def ignore(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
+def autograd_apply(cls: Value, enclosing: list) -> Value:
+    """`Cls.apply` of an autograd Function with a `typecheck_forward` (spmd_types' legacy registration):
+
+    that static method is the typed signature of `apply`: a call of `apply` is checked and typed by running
+    it with the call's arguments. (Inside typecheck_forward, its own `Cls.apply(...)` is not re-entered.)
+    """
+    from spmdcheck.analysis.values import ClassValue, FunctionValue
+
+    if isinstance(cls, ClassValue):
+        hook = cls.lookup("typecheck_forward")
+        inside = isinstance(hook, FunctionValue) and any(fn is hook.node for fn in enclosing)
+        if isinstance(hook, FunctionValue) and not inside:
+            return hook
+    return UNKNOWN
+
+
+def ignore(interp: Analysis, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
     return UNKNOWN
 
 
@@ -417,5 +497,7 @@ HANDLERS: dict[str, Handler] = {
     "backward": backward,
     "ignore": ignore,
     "current_mesh": current_mesh,
-    "local_map": ignore,
+    "reveal": reveal,
+    "partition_spec": partition_spec,
+    "local_map": local_map,
 }

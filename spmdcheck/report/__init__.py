@@ -53,16 +53,18 @@ def display_path(path: str) -> str:
 
 
 def summary_line(diags: list[Diagnostic], files: int, incomplete: bool = False) -> str:
-    """`incomplete`: a path or setting could not be read (said on stderr): never claim a clean pass then."""
-    errors = sum(1 for d in diags if d.severity == "error")
-    warnings = len(diags) - errors
-    if not diags and incomplete:
+    """The closing line; notes (reveal_spmd_type) are not findings and are not counted. `incomplete`: a
+    path or setting could not be read (said on stderr): never claim a clean pass then."""
+    findings = [d for d in diags if d.severity != "note"]
+    errors = sum(1 for d in findings if d.severity == "error")
+    warnings = len(findings) - errors
+    if not findings and incomplete:
         return f"No findings in the {files} file(s) checked, but the run was incomplete (see the errors above)."
-    if not diags:
+    if not findings:
         return f"All checks passed ({files} file(s) checked)."
     return (
         f"Found {errors} error{'s' * (errors != 1)} and {warnings} warning{'s' * (warnings != 1)} "
-        f"in {len({d.path for d in diags})} file(s) (checked {files} file(s))."
+        f"in {len({d.path for d in findings})} file(s) (checked {files} file(s))."
     )
 
 

@@ -33,7 +33,7 @@ def write(diags: list[Diagnostic], context: ReportContext, out: TextIO) -> None:
     color, files = context.color, context.files
     console = Console(file=out, force_terminal=color, no_color=not color, highlight=False, soft_wrap=True)
     for d in diags:
-        style = "bold red" if d.severity == "error" else "bold yellow"
+        style = {"error": "bold red", "warning": "bold yellow"}.get(d.severity, "bold cyan")
         console.print(
             f"[bold]{escape(printable(display_path(d.path)))}:{d.line}:{d.column}:[/bold] "
             f"[{style}]{d.code}[/{style}] [dim]\\[{d.name}][/dim] {escape(printable(d.message))}"
@@ -59,4 +59,4 @@ def write(diags: list[Diagnostic], context: ReportContext, out: TextIO) -> None:
             if s.replacement:
                 console.print(f"        [green]{escape(printable(s.replacement))}[/green]")
         console.print()
-    console.print(summary_line(diags, files, context.incomplete))
+    console.print(escape(summary_line(diags, files, context.incomplete)))

@@ -115,6 +115,11 @@ class OpRule:
     rank_dependent: bool = False  # returns a value that differs across ranks (a rank index)
     container_param: str | None = None  # returns this argument, a sequence of modules (nn.ModuleList)
     sequential_param: str | None = None  # returns a chain of these modules, applied in order when called
+    # @overload: the parameters annotated `Literal[...]` and the constants this overload requires,
+    # and (on the registered rule) every overload in stub order; a call takes the first that matches
+    is_overload: bool = False
+    literal_params: tuple[tuple[str, tuple[object, ...]], ...] = ()
+    overloads: tuple[OpRule, ...] = ()
     constant_test: bool = False  # returns whether its argument is a constant the analysis knows (is_known)
     model_path: str | None = None  # a @model class/function: the stub file whose body the analysis interprets
     model_module: str | None = None  # ... and that stub's module name (for its relative imports)
@@ -139,6 +144,32 @@ class OpRule:
     const_str: str | None = None  # a string constant (an enum member naming a mesh axis: `DP = "dp"`)
     alias_of: str | None = None
     source: str = ""  # stub file:line, for messages
+
+    @property
+    def kind(self) -> str:
+        """Which transfer function types a call of this rule (analysis/transfer.py), by priority."""
+        for kind, present in (
+            ("context", self.context is not None),
+            ("spmd_api", self.spmd_api is not None),
+            ("collective", self.collective is not None),
+            ("raw_collective", self.raw is not None),
+            ("mapping", bool(self.mappings)),
+            ("process_group", self.process_group_axis is not None),
+            ("mesh_factory", self.mesh_factory_names is not None),
+            ("mesh_group", self.mesh_group_param is not None),
+            ("constant_test", self.constant_test),
+            ("container", self.container_param is not None),
+            ("sequential", self.sequential_param is not None),
+            ("rank_of", self.rank_of),
+            ("group_members", self.group_members_param is not None),
+            ("passthrough", self.passthrough),
+            ("type_constant", self.const_type is not None),
+            ("factory", self.factory is not None),
+            ("opaque", self.opaque),
+        ):
+            if present:
+                return kind
+        return "op"
 
     def param(self, name: str) -> Param | None:
         return next((p for p in self.params if p.name == name), None)
