@@ -6,8 +6,6 @@ import functools
 import hashlib
 import os
 import pathlib
-import pickle
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -18,9 +16,21 @@ from spmdcheck.analysis.program import SourceUnit, analyze_program
 from spmdcheck.diagnostics.codes import CODES
 from spmdcheck.diagnostics.render import Diagnostic, ProgramPositions, make
 from spmdcheck.diagnostics.suppression import apply_suppressions
+from spmdcheck.frontend.guard import MAX_EXPRESSION_DEPTH, call_with_deep_stack
 from spmdcheck.frontend.inline_config import read_inline_config
-from spmdcheck.frontend.source import ParseFailure, is_relevant, mesh_names_in, parse, syntax_error
+from spmdcheck.frontend.lines import physical_lines
+from spmdcheck.frontend.source import (
+    ParseFailure,
+    decode_source,
+    is_relevant,
+    mesh_names_in,
+    parse,
+    parse_screened,
+    read_source_bytes,
+    syntax_error,
+)
 from spmdcheck.program.graph import build_graph, module_name_for
+from spmdcheck.rules.cache import CacheError, dump_registry, load_cached_registry
 from spmdcheck.rules.stubs import Registry, load_stub_dirs
 
 SHIPPED_STUBS_CANDIDATES = (
@@ -73,22 +83,15 @@ def load_registry(stub_path: tuple[str, ...] = ()) -> Registry:
             for p in sorted(d.rglob("*.pyi")):
                 st = p.stat()
                 stamp.update(f"{p}:{st.st_mtime_ns}:{st.st_size}".encode())
-    cache = _cache_dir() / f"registry-{stamp.hexdigest()[:24]}.pickle"
-    try:
-        with cache.open("rb") as fh:
-            registry = pickle.load(fh)
-        if isinstance(registry, Registry):
-            return registry
-    except (OSError, pickle.PickleError, EOFError, AttributeError, ImportError):
-        pass
+    # plain JSON with a format number and a hash (rules.cache): the folder is user-writable, never unpickle
+    cache = _cache_dir() / f"registry-{stamp.hexdigest()[:24]}.json"
+    registry = load_cached_registry(cache, stamp.hexdigest())
+    if registry is not None:
+        return registry
     registry = load_stub_dirs(dirs)
     try:
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache.with_suffix(f".{os.getpid()}.tmp")
-        with tmp.open("wb") as fh:
-            pickle.dump(registry, fh)
-        tmp.replace(cache)
-    except OSError:
+        dump_registry(registry, cache, stamp.hexdigest())
+    except (OSError, CacheError):
         pass  # a read-only home: just no cache
     return registry
 
@@ -141,7 +144,20 @@ def check_sources(
     `libraries` are paths the others import that cannot hold a finding by themselves: parsed only
     when an import of them runs, and followed only where typed values flow into them. `on_bind`
     observes every name binding (--show-types, editor hovers).
+
+    Runs on a thread with a deep stack (`frontend.guard`): deep but valid syntax trees are analysed.
     """
+    return call_with_deep_stack(lambda: _check_sources(sources, settings, registry, exists, libraries, on_bind))
+
+
+def _check_sources(
+    sources: dict[str, str],
+    settings: Settings | None,
+    registry: Registry | None,
+    exists: Callable[[str], bool] | None,
+    libraries: frozenset[str],
+    on_bind: BindObserver | None,
+) -> dict[str, list[Diagnostic]]:
     settings = settings or Settings()
     registry = registry if registry is not None else load_registry(settings.stub_path)
     if exists is None:
@@ -154,7 +170,18 @@ def check_sources(
         if path in libraries:
             units.append(SourceUnit(path, None, Options(mesh=settings.mesh), module_name_for(path, exists), text=text))
             continue
-        parsed = parse(text)
+        parsed, deep = parse_screened(text)
+        out[path] += [
+            make(
+                path,
+                "SPMD001",
+                f"expression nested {d.depth} levels deep (the limit is {MAX_EXPRESSION_DEPTH}): it was not "
+                "analysed (read as an unknown value); the rest of the file was checked",
+                d.line,
+                d.column,
+            )
+            for d in deep
+        ]
         if isinstance(parsed, ParseFailure):
             out[path].append(
                 make(
@@ -174,7 +201,7 @@ def check_sources(
         out[path] += [make(path, "SPMD005", message, line) for line, message in inline.errors]
         units.append(SourceUnit(path, parsed, options, module_name_for(path, exists), frozenset(mesh_names_in(text))))
         strict_of[path] = options.strict
-        lines[path] = text.splitlines()
+        lines[path] = physical_lines(text)
     graph = build_graph(sources, exists) if len(sources) > 1 else None
 
     def parse_library(text: str) -> cst.Module | None:
@@ -185,9 +212,8 @@ def check_sources(
     positions = ProgramPositions()
     for unit in units:
         if unit.module is not None:
-            positions.add(
-                result.contexts[unit.path], unit.path, unit.module, lines.get(unit.path) or unit.text.splitlines()
-            )
+            unit_lines = lines.get(unit.path) or physical_lines(unit.text or "")
+            positions.add(result.contexts[unit.path], unit.path, unit.module, unit_lines)
     for path, diags in positions.render(result.program.findings, result.program.sites).items():
         out[path] += diags
     for path in out:
@@ -197,6 +223,9 @@ def check_sources(
             return _selected(code, settings) and (strict or not info.strict_only) and _previewed(code, settings)
 
         out[path] = apply_suppressions(path, sources[path], out[path], enabled)
+        text_lines = lines.get(path) or physical_lines(sources[path])
+        for d in out[path]:  # the code frames, from the text as decoded (never read again)
+            d.attach_frame(text_lines)
     return {
         path: sorted(
             (d for d in diags if _selected(d.code, settings) and _previewed(d.code, settings)), key=Diagnostic.sort_key
@@ -223,7 +252,7 @@ class LoadedFile:
 def load_file(path: str, settings: Settings) -> LoadedFile | FileResult:
     """Read and decode a file; a FileResult when there is nothing to analyse (or it cannot be read)."""
     try:
-        data = pathlib.Path(path).read_bytes()
+        data = read_source_bytes(path)
     except OSError as exc:
         return FileResult(path, [make(path, "SPMD005", f"cannot read file: {exc.strerror}")])
     # a file naming an spmdcheck code (in a suppression comment) is checked, so an unused one is reported
@@ -231,10 +260,8 @@ def load_file(path: str, settings: Settings) -> LoadedFile | FileResult:
     if not relevant:
         failure = syntax_error(data)
         if failure is None:
-            try:
-                return LoadedFile(path, data.decode("utf-8"), relevant=False)
-            except UnicodeDecodeError:
-                return FileResult(path, skipped=True)
+            text = decode_source(data)
+            return FileResult(path, skipped=True) if isinstance(text, ParseFailure) else LoadedFile(path, text, False)
         return FileResult(
             path,
             [
@@ -247,10 +274,9 @@ def load_file(path: str, settings: Settings) -> LoadedFile | FileResult:
                 )
             ],
         )
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return FileResult(path, [make(path, "SPMD001", f"file is not UTF-8: {exc.reason}")])
+    text = decode_source(data)
+    if isinstance(text, ParseFailure):
+        return FileResult(path, [make(path, "SPMD001", text.message, text.line, text.column)])
     return LoadedFile(path, text, relevant=True)
 
 
@@ -262,8 +288,16 @@ def _guarded(paths: list[str], run: Callable[[], dict[str, list[Diagnostic]]]) -
     except RecursionError:
         return [FileResult(path, [make(path, "SPMD001", "file is too deeply nested to analyse")]) for path in paths]
     except Exception as exc:  # noqa: BLE001 - one file's bug in the checker must not stop the run
-        where = traceback.extract_tb(exc.__traceback__)[-1]
-        message = f"internal error: {type(exc).__name__}: {exc} (at {pathlib.Path(where.filename).name}:{where.lineno})"
+        # only the innermost frame, and a bounded message: never format a (possibly huge, recursive) traceback
+        tb = exc.__traceback__
+        while tb is not None and tb.tb_next is not None:
+            tb = tb.tb_next
+        where = f"{pathlib.Path(tb.tb_frame.f_code.co_filename).name}:{tb.tb_lineno}" if tb is not None else "?"
+        try:
+            text = str(exc)[:300]
+        except Exception:  # noqa: BLE001 - an exception whose str() fails
+            text = "?"
+        message = f"internal error: {type(exc).__name__}: {text} (at {where})"
         return [FileResult(path, [make(path, "SPMD000", message)]) for path in paths]
 
 

@@ -243,10 +243,18 @@ def _check(args: argparse.Namespace) -> int:
     resolver = ConfigResolver(explicit, args.isolated, overrides)
     if args.show_settings:
         return _show_settings(resolver, args, paths[0])
-    primary = resolver.for_path(pathlib.Path(paths[0]) if paths[0] != "-" else pathlib.Path.cwd())
-    stdin_text = None
+    first = pathlib.Path(paths[0]) if paths[0] != "-" else pathlib.Path.cwd()
+    if not first.exists():  # missing, or a symlink loop (which Path.resolve() raises on): its folder's config
+        first = pathlib.Path(os.path.abspath(first)).parent
+    primary = resolver.for_path(first)
+    from spmdcheck.frontend.source import ParseFailure, decode_source
+    from spmdcheck.report.printable import printable
+
+    stdin_text = stdin_bytes = None
+    unreadable: list[str] = []
     if paths == ["-"]:
-        stdin_text = sys.stdin.read()
+        stdin_bytes = sys.stdin.buffer.read()
+        stdin_text = decode_source(stdin_bytes)  # as a file is read: BOM, coding cookie
         files, missing = [args.stdin_filename or "<stdin>"], []
     else:
         files, missing = discover(
@@ -255,6 +263,7 @@ def _check(args: argparse.Namespace) -> int:
             primary.discovery_excludes(),
             primary.respect_gitignore and not args.no_respect_gitignore,
             args.force_exclude,
+            errors=unreadable,
         )
         named = {str(pathlib.Path(p)) for p in paths if os.path.isfile(p)}
         # each file obeys the include/exclude of its own (closest) config
@@ -268,7 +277,10 @@ def _check(args: argparse.Namespace) -> int:
             )
         ]
     for m in missing:
-        print(f"spmdcheck: {m}: no such file or directory", file=sys.stderr)
+        print(f"spmdcheck: {printable(m)}: no such file or directory", file=sys.stderr)
+    for problem in unreadable:  # a symlink loop, an unreadable folder, a FIFO named on the command line
+        print(f"spmdcheck: {printable(problem)}", file=sys.stderr)
+    if missing or unreadable:
         status = EXIT_USAGE
     by_settings: dict = {}
     for f in files:
@@ -289,19 +301,28 @@ def _check(args: argparse.Namespace) -> int:
         if id(registry) not in registries:  # groups with the same stubs share one registry: report it once
             registries.add(id(registry))
             diags += [make(e.split(":", 1)[0], "SPMD005", f"stub error: {e}") for e in registry.errors]
-        if stdin_text is not None:
+        if isinstance(stdin_text, ParseFailure):
+            from spmdcheck.api import FileResult
+
+            group_results = [FileResult(group[0], [make(group[0], "SPMD001", stdin_text.message, stdin_text.line)])]
+        elif stdin_text is not None:
             from spmdcheck.api import FileResult, check_source
 
             group_results = [FileResult(group[0], check_source(stdin_text, group[0], settings, registry))]
+            if args.fix and not args.diff:
+                group_results = [_fix_stdin(stdin_bytes, group_results[0], settings, registry, args.unsafe_fixes)]
         else:
             group_results = _run(group, settings, registry, jobs)
         if args.diff or stdin_text is not None:
-            pass  # --diff writes nothing; stdin has no file to write
+            pass  # --diff writes nothing; stdin has no file (with --fix, the fixed text went to stdout)
         elif args.add_noqa:
             _add_noqa(group_results)
             group_results = _run(group, settings, registry, jobs)
         elif args.fix:
-            group_results = _fix(group_results, group, settings, registry, args.unsafe_fixes, jobs)
+            roots = [p if os.path.isdir(p) else os.path.dirname(p) or "." for p in paths]
+            group_results, unfixed = _fix(group_results, group, settings, registry, args.unsafe_fixes, jobs, roots)
+            if unfixed:  # every file that could not be written was named on stderr
+                status = EXIT_USAGE
         results += group_results
     for r in results:
         diags.extend(r.diagnostics)
@@ -309,7 +330,7 @@ def _check(args: argparse.Namespace) -> int:
     if args.diff:
         settings_of = {f: settings for settings, group in by_settings.items() for f in group}
         return _print_diff(results, settings_of) if status == EXIT_CLEAN else EXIT_USAGE
-    return _report(args, diags, len(files), stdin_text, status)
+    return _report(args, diags, len(files), stdin_text if isinstance(stdin_text, str) else None, status)
 
 
 def _report(args: argparse.Namespace, diags: list, files: int, stdin_text: str | None, status: int) -> int:
@@ -317,6 +338,8 @@ def _report(args: argparse.Namespace, diags: list, files: int, stdin_text: str |
     from spmdcheck.report.sources import SourceLines
 
     sources = SourceLines({args.stdin_filename or "<stdin>": stdin_text} if stdin_text is not None else None)
+    # with `-` and --fix, stdout holds the fixed source (as ruff does), so the report goes to stderr
+    out = sys.stderr if args.fix and args.paths == ["-"] and not args.diff else sys.stdout
     if args.write_baseline:
         from spmdcheck.baseline import write_baseline
 
@@ -335,13 +358,14 @@ def _report(args: argparse.Namespace, diags: list, files: int, stdin_text: str |
         diags = new_findings(diags, accepted, pathlib.Path(args.baseline), sources)
         if before != len(diags):
             print(f"spmdcheck: {before - len(diags)} finding(s) in the baseline not shown", file=sys.stderr)
-    color = use_color(args.color, sys.stdout)
+    color = use_color(args.color, out)
     if args.statistics:
         from spmdcheck.report.statistics import write_statistics
 
-        write_statistics(diags, args.output_format, color, sys.stdout)
+        write_statistics(diags, args.output_format, color, out)
     else:
-        write_report(args.output_format, diags, ReportContext(files, color, sources), sys.stdout)
+        context = ReportContext(files, color, sources, incomplete=status == EXIT_USAGE)
+        write_report(args.output_format, diags, context, out)
     # a checker failure or a configuration error (config file, header comment, stub) is not a finding
     if status == EXIT_USAGE or any(d.code in ("SPMD000", "SPMD005") for d in diags):
         return EXIT_USAGE
@@ -388,11 +412,15 @@ def _add_noqa(results) -> None:  # noqa: ANN001
     print(f"spmdcheck: added noqa comments to {added} line(s)", file=sys.stderr)
 
 
-def _fix(results, files: list[str], settings, registry, unsafe: bool, jobs: int):  # noqa: ANN001, ANN202
+def _fix(results, files: list[str], settings, registry, unsafe: bool, jobs: int, roots: list[str]):  # noqa: ANN001, ANN202
     """Apply fixes in rounds (spmdcheck/fix_review.py says why): each round applies every file's next batch,
-    then checks the changed files again, and at the end every file; only the safe fixes without --unsafe-fixes."""
+    then checks the changed files again, and at the end every file; only the safe fixes without --unsafe-fixes.
+    Each file's write is a transaction (spmdcheck/fixes.py); returns the results and how many files could
+    not be fixed."""
+    from spmdcheck.api import check_source
     from spmdcheck.fix_review import IMPORT_LINE, MAX_ROUNDS, fixable, next_batch
-    from spmdcheck.fixes import apply_fixes
+    from spmdcheck.fixes import FixOutcome, apply_fixes
+    from spmdcheck.report.printable import printable
 
     held_back = sum(len(fixable(r.diagnostics, True)) - len(fixable(r.diagnostics, False)) for r in results)
     if held_back and not unsafe:
@@ -409,9 +437,18 @@ def _fix(results, files: list[str], settings, registry, unsafe: bool, jobs: int)
             batch = next_batch(r.diagnostics, unsafe) if r.path not in failed else []
             if not batch:
                 continue
-            outcome = apply_fixes(r.path, batch, IMPORT_LINE)
+            try:
+                outcome = apply_fixes(
+                    r.path,
+                    batch,
+                    IMPORT_LINE,
+                    recheck=lambda text, path=r.path: check_source(text, path, settings, registry),
+                    roots=roots,
+                )
+            except Exception as exc:  # noqa: BLE001 - one file's failure must not stop the others
+                outcome = FixOutcome(r.path, 0, f"internal error while fixing ({type(exc).__name__}): left unchanged")
             if outcome.error:
-                print(f"spmdcheck: {r.path}: {outcome.error}", file=sys.stderr)
+                print(f"spmdcheck: {printable(r.path)}: {outcome.error}", file=sys.stderr)
                 failed.add(r.path)
             elif outcome.applied:
                 applied[r.path] = applied.get(r.path, 0) + outcome.applied
@@ -424,8 +461,39 @@ def _fix(results, files: list[str], settings, registry, unsafe: bool, jobs: int)
     if applied:
         results = _run(files, settings, registry, jobs)
     for path, count in sorted(applied.items()):
-        print(f"spmdcheck: {path}: applied {count} fix(es)", file=sys.stderr)
-    return results
+        print(f"spmdcheck: {printable(path)}: applied {count} fix(es)", file=sys.stderr)
+    return results, len(failed)
+
+
+def _fix_stdin(data: bytes, result, settings, registry, unsafe: bool):  # noqa: ANN001, ANN202
+    """`check --fix -`: the fixed source on stdout (the input's bytes when nothing applies), as ruff does;
+    in the input's encoding, BOM and line endings."""
+    from spmdcheck.api import FileResult, check_source
+    from spmdcheck.fix_review import fix_in_memory, fixable
+    from spmdcheck.fixes import decode, encode
+
+    source = decode(data)
+
+    def check(text: str) -> list:
+        return check_source(text, result.path, settings, registry)
+
+    held_back = len(fixable(result.diagnostics, True)) - len(fixable(result.diagnostics, False))
+    if held_back and not unsafe:
+        print(f"spmdcheck: {held_back} fix(es) available with --fix --unsafe-fixes", file=sys.stderr)
+    fixed, applied = fix_in_memory(source.text, check, unsafe, newline=source.newline) if fixable(
+        result.diagnostics, unsafe
+    ) else (source.text, 0)
+    try:
+        out = encode(source, fixed) if applied else data
+    except UnicodeEncodeError:
+        print(f"spmdcheck: {result.path}: the fix cannot be written in {source.encoding}", file=sys.stderr)
+        out, applied = data, 0
+    sys.stdout.buffer.write(out)
+    sys.stdout.flush()
+    if not applied:
+        return result
+    print(f"spmdcheck: {result.path}: applied {applied} fix(es)", file=sys.stderr)
+    return FileResult(result.path, check(fixed))
 
 
 def _run(files: list[str], settings, registry, jobs: int):  # noqa: ANN001, ANN202
@@ -433,21 +501,20 @@ def _run(files: list[str], settings, registry, jobs: int):  # noqa: ANN001, ANN2
     from spmdcheck.api import check_program, plan_programs
 
     done, programs = plan_programs(files, settings)
-    jobs = jobs or (os.cpu_count() or 1)
-    jobs = max(1, min(jobs, len(programs)))
+    jobs = max(1, min(jobs or (os.cpu_count() or 1), os.cpu_count() or 1, len(programs)))
     if jobs <= 1 or len(files) < 8:
         for program in programs:
             done += check_program(program, settings, registry)
     else:
-        import multiprocessing as mp
+        from spmdcheck.workers import run_isolated
 
         global _WORKER
         _WORKER = (settings, registry)
         # Big programs first, so one large program does not end the run alone on one core.
         programs.sort(key=lambda p: -sum(len(f.text) for f in p))
-        with mp.get_context("fork").Pool(jobs) as pool:
-            for results in pool.imap_unordered(_work, programs, chunksize=1):
-                done += results
+        # a worker that crashes or hangs costs its program (SPMD000), never the run
+        for results in run_isolated(programs, _work, _failed, jobs, _budget):
+            done += results
     order = {p: i for i, p in enumerate(files)}
     return sorted(done, key=lambda r: order.get(r.path, len(order)))
 
@@ -460,6 +527,19 @@ def _work(program):  # noqa: ANN001, ANN202
     from spmdcheck.api import check_program
 
     return check_program(program, settings, registry)
+
+
+def _failed(program, why: str):  # noqa: ANN001, ANN202
+    """A program whose worker crashed or overran: SPMD000 on each of its files, and the run goes on."""
+    from spmdcheck.api import FileResult
+    from spmdcheck.diagnostics.render import make
+
+    return [FileResult(f.path, [make(f.path, "SPMD000", f"{why}; the file was not checked")]) for f in program]
+
+
+def _budget(program) -> float:  # noqa: ANN001
+    """Seconds a worker may spend on one program before it is stopped (generous: a guard against hangs)."""
+    return 120.0 + 5.0 * len(program)
 
 
 def _size(path: str) -> int:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import os
 import pathlib
+import stat
 
 DEFAULT_EXCLUDES = (
     ".git",
@@ -36,7 +38,10 @@ class GitIgnore:
 
     def load(self, directory: pathlib.Path) -> None:
         path = directory / ".gitignore"
-        if not path.is_file():
+        try:
+            if not path.is_file():
+                return
+        except OSError:  # a folder we may list but not search
             return
         try:
             lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
@@ -73,11 +78,16 @@ class GitIgnore:
         return result
 
 
+def _resolved(path: pathlib.Path) -> pathlib.Path:
+    """The real path, without raising on a symlink loop (pathlib's resolve raises RuntimeError there)."""
+    return pathlib.Path(os.path.realpath(path))
+
+
 def _excluded(path: pathlib.Path, root: pathlib.Path, patterns: tuple[str, ...]) -> bool:
     if path.name in DEFAULT_EXCLUDES:
         return True
     try:
-        rel = path.resolve().relative_to(root.resolve()).as_posix()
+        rel = _resolved(path).relative_to(_resolved(root)).as_posix()
     except ValueError:
         rel = path.as_posix()
     return any(
@@ -86,32 +96,72 @@ def _excluded(path: pathlib.Path, root: pathlib.Path, patterns: tuple[str, ...])
     )
 
 
+def _kind(path: pathlib.Path) -> str:
+    """"file", "dir", "missing", "loop", "unreadable" or "special" (a FIFO, socket or device: never opened)."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "loop"
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            return "broken link" if os.path.islink(path) else "missing"
+        return "unreadable"
+    if stat.S_ISREG(st.st_mode):
+        return "file"
+    if stat.S_ISDIR(st.st_mode):
+        return "dir"
+    return "special"
+
+
+_REASONS = {
+    "loop": "a symbolic link loop",
+    "broken link": "a symbolic link to nothing",
+    "unreadable": "cannot be read (permission denied)",
+    "special": "not a regular file (a FIFO, socket or device): not read",
+}
+
+
 def discover(
     paths: list[str],
     root: pathlib.Path,
     exclude: tuple[str, ...] = (),
     respect_gitignore: bool = True,
     force_exclude: bool = False,
+    errors: list[str] | None = None,
 ) -> tuple[list[str], list[str]]:
-    """Python files under `paths`, sorted; and the paths that do not exist."""
+    """Python files under `paths`, sorted; and the paths that do not exist.
+
+    Paths that exist but cannot be checked (an unreadable folder, a symlink loop, a FIFO named on the
+    command line) are added to `errors` as "path: reason"; a FIFO, socket or device found in a folder is
+    skipped without being opened.
+    """
     found: list[str] = []
     missing: list[str] = []
+    problems = errors if errors is not None else []
     for given in paths:
         p = pathlib.Path(given)
-        if not p.exists():
+        kind = _kind(p)
+        if kind == "missing":
             missing.append(given)
             continue
-        if p.is_file():
-            if not (force_exclude and _excluded(p, root, exclude)):
+        if kind != "dir":
+            if kind != "file":
+                problems.append(f"{given}: {_REASONS[kind]}")
+            elif not (force_exclude and _excluded(p, root, exclude)):
                 found.append(str(p))
             continue
         ignore = GitIgnore()
+        real = _resolved(p)
         if respect_gitignore:
-            for parent in [p.resolve(), *p.resolve().parents]:
+            for parent in [real, *real.parents]:
                 ignore.load(parent)
                 if (parent / ".git").exists():
                     break
-        for dirpath, dirnames, filenames in os.walk(p):
+
+        def unreadable(exc: OSError) -> None:
+            problems.append(f"{exc.filename}: cannot be read ({exc.strerror})")
+
+        for dirpath, dirnames, filenames in os.walk(p, onerror=unreadable):
             d = pathlib.Path(dirpath)
             if respect_gitignore and d != p:
                 ignore.load(d)
@@ -119,13 +169,19 @@ def discover(
                 n
                 for n in dirnames
                 if not _excluded(d / n, root, exclude)
-                and not (respect_gitignore and ignore.ignored((d / n).resolve(), True))
+                and not (respect_gitignore and ignore.ignored(_resolved(d / n), True))
             )
             for name in sorted(filenames):
                 f = d / name
                 if not name.endswith(".py") or _excluded(f, root, exclude):
                     continue
-                if respect_gitignore and ignore.ignored(f.resolve(), False):
+                if respect_gitignore and ignore.ignored(_resolved(f), False):
+                    continue
+                kind = _kind(f)
+                if kind == "special":
+                    continue  # a FIFO would block the read forever: never opened
+                if kind != "file":
+                    problems.append(f"{f}: {_REASONS.get(kind, kind)}")
                     continue
                 found.append(str(f))
     return sorted(dict.fromkeys(found)), missing

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from spmdcheck.lattice import (
+    MAX_TENSOR_RANK,
     AxisError,
     AxisType,
     Kind,
@@ -237,6 +238,8 @@ def judge_axis(
             lo = max(fixed, -shard)  # the annotation rules out ranks where S(d) is out of range
         else:
             lo = max(fixed, shard + 1)
+        if lo > MAX_TENSOR_RANK:  # no tensor has that many dims: do not label them
+            return Outcome(AxisType(Kind.V))
         choices.append(range(lo, lo + 3))
     trials: list[tuple[Outcome, bool]] = []  # (outcome, some ellipsis stands for no dim)
     for combo in itertools.product(*choices):

@@ -39,13 +39,17 @@ def next_batch(diags: list[Diagnostic], unsafe: bool) -> list[Diagnostic]:
 
 
 def fix_in_memory(
-    text: str, check: Callable[[str], list[Diagnostic]], unsafe: bool, first: list[Diagnostic] | None = None
+    text: str,
+    check: Callable[[str], list[Diagnostic]],
+    unsafe: bool,
+    first: list[Diagnostic] | None = None,
+    newline: str = "\n",
 ) -> tuple[str, int]:
     """The text after every round of fixes, and how many fixes were applied. `first`: the diagnostics of
-    `text` already known (from the whole-program run), used for the first round instead of `check`."""
-    import libcst as cst
-
+    `text` already known (from the whole-program run), used for the first round instead of `check`;
+    `newline`: the text's own line ending, for inserted lines."""
     from spmdcheck.fixes import fix_text
+    from spmdcheck.frontend.source import ParseFailure, parse
 
     applied = 0
     for _ in range(MAX_ROUNDS):
@@ -53,10 +57,8 @@ def fix_in_memory(
         first = None
         if not batch:
             break
-        new, count = fix_text(text, batch, IMPORT_LINE)
-        try:
-            cst.parse_module(new)
-        except cst.ParserSyntaxError:
+        new, count = fix_text(text, batch, IMPORT_LINE, newline)
+        if isinstance(parse(new), ParseFailure):  # the guarded parse: never libcst on input that crashes it
             break  # --fix would refuse this too
         if not count or new == text:
             break
@@ -73,11 +75,14 @@ def fix_diff(
 ) -> tuple[str, int]:
     """The unified diff the fixes would make to `path`, whose diagnostics are `diags`; and how many fixes.
     Later rounds check the file on its own (`check`)."""
+    from spmdcheck.fixes import decode
+
     try:
-        original = pathlib.Path(path).read_bytes().decode("utf-8")  # as the checker read it (a BOM included)
-    except (OSError, UnicodeDecodeError):
+        source = decode(pathlib.Path(path).read_bytes())  # as the checker read it: coding cookie, BOM
+    except (OSError, SyntaxError, UnicodeDecodeError, LookupError):
         return "", 0
-    fixed, count = fix_in_memory(original, check, unsafe, diags)
+    original = source.text
+    fixed, count = fix_in_memory(original, check, unsafe, diags, source.newline)
     if fixed == original:
         return "", 0
     old, new = (f"a/{shown_path}", f"b/{shown_path}") if not shown_path.startswith("/") else (shown_path, shown_path)

@@ -1,19 +1,42 @@
-"""Apply suggested fixes to source text (`check --fix --unsafe-fixes`).
+"""Apply suggested fixes to source files (`check --fix --unsafe-fixes`), one file at a time, as a transaction.
 
-Every suggestion inserts or changes a collective, which changes what the
-program computes: all fixes are unsafe in ruff's sense, so `--fix` alone
-applies none and says how many `--unsafe-fixes` would. A file is written only
-if the fixed text still parses; otherwise it is left as it was and reported.
+Every suggestion inserts or changes a collective, which changes what the program computes: all fixes are
+unsafe in ruff's sense, so `--fix` alone applies none and says how many `--unsafe-fixes` would.
+
+A file is rewritten only when every step holds, else it is left byte-for-byte as it was and the reason is
+reported: it is a regular file inside the checked tree (a symlink leading out of it is not followed), it is
+writable, it has not changed since it was checked, the fixed text parses and checks again without a parse
+or internal error. The bytes keep the file's encoding (its coding cookie), its BOM and its line endings
+(LF, CRLF or CR). The new text goes to a temporary file in the same folder, which then replaces the old
+one (`os.replace`: readers see the old or the new file, never half of one); a file changed by someone else
+meanwhile (a second `--fix` run) is reported as such and not overwritten.
+
+Fixes are applied again on the fixed text until none is left (at most `MAX_ROUNDS`), so a second run has
+nothing to do.
 """
 
 from __future__ import annotations
 
-import pathlib
+import ast
+import codecs
+import io
+import os
+import re
+import stat
+import tempfile
+import tokenize
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-import libcst as cst
-
 from spmdcheck.diagnostics.render import Diagnostic
+from spmdcheck.frontend.guard import quiet_ast_parse
+from spmdcheck.frontend.lines import physical_lines
+from spmdcheck.frontend.source import ParseFailure, parse
+
+MAX_ROUNDS = 8
+IMPORT_LINE = "import spmd_types"
+
+Recheck = Callable[[str], list[Diagnostic]]
 
 
 @dataclass
@@ -23,15 +46,39 @@ class FixOutcome:
     error: str | None = None
 
 
+@dataclass
+class SourceBytes:
+    """A file's text and what is needed to write it back the same way."""
+
+    text: str
+    encoding: str
+    bom: bool
+    newline: str
+
+
+def decode(data: bytes) -> SourceBytes:
+    encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    bom = data.startswith(codecs.BOM_UTF8)
+    text = data[len(codecs.BOM_UTF8) if bom else 0 :].decode("utf-8" if encoding == "utf-8-sig" else encoding)
+    m = re.search(r"\r\n|\r|\n", text)
+    return SourceBytes(text, "utf-8" if encoding == "utf-8-sig" else encoding, bom, m.group() if m else "\n")
+
+
+def encode(source: SourceBytes, text: str) -> bytes:
+    return (codecs.BOM_UTF8 if source.bom else b"") + text.encode(source.encoding)
+
+
 def _offsets(text: str) -> list[int]:
     starts, pos = [0], 0
-    for line in text.splitlines(keepends=True):
+    for line in physical_lines(text, keepends=True):
         pos += len(line)
         starts.append(pos)
     return starts
 
 
-def fix_text(text: str, diags: list[Diagnostic], import_line: str | None) -> tuple[str, int]:
+def fix_text(
+    text: str, diags: Sequence[Diagnostic], import_line: str | None, newline: str = "\n"
+) -> tuple[str, int]:
     """The text with the first placeable suggestion of each diagnostic applied (non-overlapping)."""
     starts = _offsets(text)
     edits: list[tuple[int, int, str]] = []
@@ -40,46 +87,154 @@ def fix_text(text: str, diags: list[Diagnostic], import_line: str | None) -> tup
         if s is None:
             continue
         line, col, end_line, end_col = s.span  # type: ignore[misc]
+        if not (0 < line <= end_line < len(starts)):
+            continue  # a span outside this text: stale, never guessed at
         begin, end = starts[line - 1] + col - 1, starts[end_line - 1] + end_col - 1
         if any(b < end and begin < e for b, e, _ in edits):
-            continue  # overlaps an earlier fix: the next run will see what is left
-        edits.append((begin, end, s.replacement))
+            continue  # overlaps an earlier fix: the next round sees what is left
+        edits.append((begin, end, s.replacement.replace("\n", newline)))
     for begin, end, replacement in sorted(edits, reverse=True):
         text = text[:begin] + replacement + text[end:]
-    needs_import = any("spmd_types." in r for _, _, r in edits)
-    if needs_import and import_line and import_line not in text:
-        text = _add_import(text, import_line)
+    if import_line and edits and any("spmd_types." in r for _, _, r in edits):
+        text = _ensure_import(text, import_line, newline)
     return text, len(edits)
 
 
-def _add_import(text: str, import_line: str) -> str:
-    """After the last top-level import (or at the top, after a docstring)."""
-    module = cst.parse_module(text)
-    index = 0
+def _binds_spmd_types(module: ast.Module) -> bool:
+    """A module-level `import spmd_types` (a comment or a string saying so does not count)."""
+    return any(
+        isinstance(stmt, ast.Import) and any(a.name == "spmd_types" and a.asname is None for a in stmt.names)
+        for stmt in module.body
+    )
+
+
+def _ensure_import(text: str, import_line: str, newline: str) -> str:
+    """`import_line` after the last top-level import (or after a docstring, or before the first statement),
+    unless the module already has it. Inserted as text: the rest of the file stays byte-for-byte."""
+    try:
+        module = quiet_ast_parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return text
+    if _binds_spmd_types(module) or not module.body:
+        return text
+    after = None
     for i, stmt in enumerate(module.body):
-        if isinstance(stmt, cst.SimpleStatementLine) and any(
-            isinstance(s, (cst.Import, cst.ImportFrom)) for s in stmt.body
-        ):
-            index = i + 1
-        elif i == 0 and isinstance(stmt, cst.SimpleStatementLine) and isinstance(stmt.body[0], cst.Expr):
-            index = 1
-    new = cst.parse_statement(import_line + "\n")
-    body = list(module.body)
-    body.insert(index, new)
-    return module.with_changes(body=body).code
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            after = stmt.end_lineno
+        elif i == 0 and isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
+            after = stmt.end_lineno
+    lines = physical_lines(text, keepends=True)
+    index = after if after is not None else module.body[0].lineno - 1
+    if index > 0 and not lines[index - 1].endswith(("\n", "\r")):
+        lines[index - 1] += newline  # the import went on the file's last line
+    lines.insert(index, import_line + newline)
+    return "".join(lines)
 
 
-def apply_fixes(path: str, diags: list[Diagnostic], import_line: str | None) -> FixOutcome:
+def fix_source(
+    text: str,
+    diags: Sequence[Diagnostic],
+    recheck: Recheck | None = None,
+    import_line: str | None = IMPORT_LINE,
+    newline: str = "\n",
+) -> tuple[str, int, str | None]:
+    """Fix `text` until no fix is left: (new text, fixes applied, why it stopped early or None).
+
+    The text is returned unchanged with a reason when a round's result does not parse or fails its check.
+    """
+    current, applied = text, 0
+    for _ in range(MAX_ROUNDS):
+        fixed, count = fix_text(current, diags, import_line, newline)
+        if not count:
+            return current, applied, None
+        failure = parse(fixed)
+        if isinstance(failure, ParseFailure):
+            return text, 0, f"the fixed file would not parse ({failure.message}); left unchanged"
+        current, applied = fixed, applied + count
+        if recheck is None:
+            return current, applied, None
+        diags = recheck(current)
+        broken = [d for d in diags if d.code in ("SPMD000", "SPMD001")]
+        if broken:
+            why = f"{broken[0].code}: {broken[0].message}"
+            return text, 0, f"the fixed file does not check cleanly ({why}); left unchanged"
+    return current, applied, None
+
+
+def _inside(real: str, roots: Sequence[str]) -> bool:
+    return any(real == root or real.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
+
+
+def _stale(diags: Sequence[Diagnostic], lines: list[str]) -> bool:
+    """The file no longer holds the lines the diagnostics were found on (it changed after the check)."""
+    for d in diags:
+        for number, text in d.frame:
+            if number > len(lines) or lines[number - 1] != text:
+                return True
+    return False
+
+
+def apply_fixes(
+    path: str,
+    diags: list[Diagnostic],
+    import_line: str | None = IMPORT_LINE,
+    *,
+    recheck: Recheck | None = None,
+    roots: Sequence[str] | None = None,
+) -> FixOutcome:
+    """Fix one file in place, as a transaction (see the module docstring). `roots`: the checked tree."""
+    real = os.path.realpath(path)
+    if roots is not None and not _inside(real, [os.path.realpath(r) for r in roots]):
+        return FixOutcome(path, 0, f"links to {real}, outside the checked tree: not rewritten")
     try:
-        original = pathlib.Path(path).read_text(encoding="utf-8")
+        with open(real, "rb") as fh:
+            info = os.fstat(fh.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                return FixOutcome(path, 0, "not a regular file: not rewritten")
+            data = fh.read()
     except OSError as exc:
-        return FixOutcome(path, 0, f"cannot read: {exc}")
+        return FixOutcome(path, 0, f"cannot read: {exc.strerror}")
     try:
-        fixed, count = fix_text(original, diags, import_line)
-        if count:
-            cst.parse_module(fixed)  # never write what cannot be parsed again
-    except cst.ParserSyntaxError as exc:
-        return FixOutcome(path, 0, f"the fixed file would not parse ({exc.message}); left unchanged")
-    if count:
-        pathlib.Path(path).write_text(fixed, encoding="utf-8")
+        source = decode(data)
+    except (SyntaxError, UnicodeDecodeError, LookupError) as exc:
+        return FixOutcome(path, 0, f"cannot decode ({exc}); left unchanged")
+    fixable = [d for d in diags if any(s.span for s in d.suggestions)]
+    if _stale(fixable, physical_lines(source.text)):
+        return FixOutcome(path, 0, "changed on disk since it was checked (another process?): left unchanged")
+    fixed, count, error = fix_source(source.text, fixable, recheck, import_line, source.newline)
+    if error or not count:
+        return FixOutcome(path, 0, error)
+    try:
+        new_data = encode(source, fixed)
+    except UnicodeEncodeError:
+        return FixOutcome(path, 0, f"the fix cannot be written in {source.encoding}: left unchanged")
+    # no write bit: read-only by intent, even for a user (root) whom the system would let write it
+    if not os.access(real, os.W_OK) or not info.st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH):
+        return FixOutcome(path, 0, "the file is read-only: not rewritten")
+    return _replace(path, real, data, new_data, info.st_mode, count)
+
+
+def _replace(path: str, real: str, old: bytes, new: bytes, mode: int, count: int) -> FixOutcome:
+    folder = os.path.dirname(real) or "."
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".spmdcheck-", suffix=".tmp", dir=folder)
+    except OSError as exc:
+        return FixOutcome(path, 0, f"cannot write in {folder}: {exc.strerror}")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(new)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, stat.S_IMODE(mode))
+        with open(real, "rb") as fh:  # a concurrent writer since we read it: theirs stands
+            if fh.read() != old:
+                os.unlink(tmp)
+                return FixOutcome(path, 0, "changed on disk while it was being fixed (another process?): left as is")
+        os.replace(tmp, real)
+    except OSError as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        return FixOutcome(path, 0, f"cannot write: {exc.strerror}")
     return FixOutcome(path, count)

@@ -103,6 +103,15 @@ class AxisType:
         return AxisType(self.kind)
 
 
+# PyTorch tensors have at most 64 dims: a shard dim outside [-64, 64) cannot be real, and an annotation
+# giving one is rejected where it is read (instead of, say, making einsum label that many dims).
+MAX_TENSOR_RANK = 64
+
+
+def shard_dim_in_range(dim: int) -> bool:
+    return -MAX_TENSOR_RANK <= dim < MAX_TENSOR_RANK
+
+
 def S(dim: int) -> AxisType:  # noqa: N802 - mirrors spmd_types.S
     return AxisType(V, shard=dim)
 

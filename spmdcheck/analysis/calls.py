@@ -261,6 +261,21 @@ def _overload_for(overloads: tuple[OpRule, ...], args: list[Arg]) -> OpRule | No
     return None
 
 
+# Constant folding stays on small numbers: `10**10**10` in an annotation must not be computed.
+MAX_FOLD_BITS = 4096
+
+
+def _foldable(left: float, right: float, dunder: str) -> bool:
+    ints = [v for v in (left, right) if isinstance(v, int)]
+    if any(abs(v).bit_length() > MAX_FOLD_BITS for v in ints):
+        return False
+    if dunder == "__pow__" and isinstance(right, int) and right > 0 and abs(left) > 1:
+        return abs(int(left)).bit_length() * right <= MAX_FOLD_BITS if isinstance(left, int) else right <= 1100
+    if dunder == "__lshift__" and isinstance(right, int):
+        return right <= MAX_FOLD_BITS
+    return True
+
+
 def _literal_in(value: object, allowed: tuple[object, ...]) -> bool:
     return any(value is a or (type(value) is type(a) and value == a) for a in allowed)
 
@@ -285,6 +300,8 @@ def python_arith(left: Value, right: Value, dunder: str) -> Value:
 
             fn = getattr(operator, dunder.strip("_"), None)
             if fn is not None and isinstance(left.value, (int, float)) and isinstance(right.value, (int, float)):
+                if not _foldable(left.value, right.value, dunder):
+                    return UNKNOWN
                 return Literal(fn(left.value, right.value))
         except Exception:  # noqa: BLE001 - e.g. division by zero: just unknown
             return UNKNOWN

@@ -1017,11 +1017,10 @@ class Interpreter:
         return calls.getitem(self, base, node)
 
     def eval_Integer(self, node: cst.Integer) -> Value:
-        return Literal(
-            int(node.value.replace("_", ""), 0)
-            if not node.value.startswith("0") or node.value == "0"
-            else int(node.value.replace("_", ""), 0)
-        )
+        try:
+            return Literal(int(node.value.replace("_", ""), 0))
+        except ValueError:  # more digits than Python converts (sys.get_int_max_str_digits)
+            return UNKNOWN
 
     def eval_Float(self, node: cst.Float) -> Value:
         try:

@@ -31,7 +31,7 @@ from spmdcheck.analysis.values import (
     TypeValue,
     Value,
 )
-from spmdcheck.lattice import S_UNKNOWN_DIM, AxisType, GradState, Kind, S, SpmdType
+from spmdcheck.lattice import MAX_TENSOR_RANK, S_UNKNOWN_DIM, AxisType, GradState, Kind, S, SpmdType, shard_dim_in_range
 from spmdcheck.rules.model import OpRule
 
 if TYPE_CHECKING:
@@ -334,11 +334,31 @@ def shard_type(interp: Analysis, rule: OpRule, bound: Bound, node: cst.Call, arg
     """`S(d)`: d a constant (literal, constant arithmetic, `x.dim() - 1` at a known rank), else S(?)."""
     dim = args[0][1] if args else None
     if isinstance(dim, Literal) and isinstance(dim.value, int) and not isinstance(dim.value, bool):
+        if not shard_dim_in_range(dim.value):
+            interp.report(Finding("SPMD002", node, f"S(d) out of range: a tensor has at most {MAX_TENSOR_RANK} dims"))
+            return UNKNOWN
         return TypeValue(S(dim.value))
     if dim is None or isinstance(dim, Literal):
         interp.report(Finding("SPMD002", node, "S(d) needs an integer dim"))
         return UNKNOWN
+    if _integer_constant(args[0][2]):  # constant arithmetic too large to fold (`10**10**10`)
+        interp.report(Finding("SPMD002", node, f"S(d) out of range: a tensor has at most {MAX_TENSOR_RANK} dims"))
+        return UNKNOWN
     return TypeValue(S_UNKNOWN_DIM)  # computed at run time: sharded, on a dim the checker cannot know
+
+
+def _integer_constant(node: cst.CSTNode) -> bool:
+    """An expression of integer literals and arithmetic only (iterative: it may be long)."""
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, cst.BinaryOperation):
+            stack += [item.left, item.right]
+        elif isinstance(item, cst.UnaryOperation):
+            stack.append(item.expression)
+        elif not isinstance(item, cst.Integer):
+            return False
+    return True
 
 
 def backward(interp: Analysis, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:

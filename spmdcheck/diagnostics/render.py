@@ -40,6 +40,14 @@ class Diagnostic:
     severity: str
     message: str
     suggestions: list[SuggestionOut] = field(default_factory=list)
+    # the source lines around `line` as (number, text), for the text report's code frame
+    frame: tuple[tuple[int, str], ...] = field(default=(), compare=False, repr=False)
+
+    def attach_frame(self, lines: list[str]) -> None:
+        """Keep the lines before, at and after the diagnostic's line (the text it was found in)."""
+        if 0 < self.line <= len(lines):
+            first, last = max(1, self.line - 1), min(len(lines), self.line + 1)
+            self.frame = tuple((n, lines[n - 1]) for n in range(first, last + 1))
 
     def sort_key(self) -> tuple:
         return (self.path, self.line, self.column, self.code, self.message)

@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 
 from spmdcheck.config import check_mesh
+from spmdcheck.frontend.lines import physical_lines
 
 _LINE = re.compile(r"^#\s*spmdcheck:\s*(?P<body>.+?)\s*$")
 _IGNORE = re.compile(r"^ignore(-file)?(\[|\s|$)")  # suppressions: diagnostics/suppression.py
@@ -33,7 +34,7 @@ def read_inline_config(text: str) -> InlineConfig:
     mesh: tuple[str, ...] | None = None
     strict: bool | None = None
     errors: list[tuple[int, str]] = []
-    for lineno, raw in enumerate(text.splitlines()[:40], start=1):
+    for lineno, raw in enumerate(physical_lines(text[:20000])[:40], start=1):
         line = raw.strip()
         if not line:
             continue

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
-import ast
+import errno
+import io
+import os
 import re
+import stat
+import tokenize
 from dataclasses import dataclass
 
 import libcst as cst
+
+from spmdcheck.frontend.guard import DeepExpression, quiet_ast_parse, screen
 
 # Types only enter a program through these spellings: annotations and the spmd_types API, Megatron
 # mappings, tensors that need grad (raw collectives on them), or torch factories under a configured mesh;
@@ -27,10 +33,34 @@ def is_relevant(data: bytes, mesh_configured: bool = False) -> bool:
     return mesh_configured and _TORCH.search(data) is not None
 
 
+def read_source_bytes(path: str) -> bytes:
+    """A regular file's bytes. Opened without blocking and checked first: a FIFO or a device that got a
+    `.py` name after discovery raises OSError instead of hanging the run."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", path)
+        return fh.read()
+
+
+def decode_source(data: bytes) -> str | ParseFailure:
+    """The text of a source file as Python reads it: a UTF-8 BOM or a PEP 263 coding cookie, else UTF-8."""
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except SyntaxError as exc:  # an unknown encoding name, or a cookie that contradicts the BOM
+        return ParseFailure(f"cannot decode the file: {exc.msg if hasattr(exc, 'msg') else exc}", 1, 1)
+    try:
+        text = data.decode(encoding)
+    except (UnicodeDecodeError, LookupError) as exc:
+        line = data[: getattr(exc, "start", 0)].count(b"\n") + 1
+        return ParseFailure(f"the file is not valid {encoding}: {getattr(exc, 'reason', exc)}", line, 1)
+    return text[1:] if text.startswith("\ufeff") else text
+
+
 def syntax_error(data: bytes) -> ParseFailure | None:
     """The cheap check for files the analysis skips: CPython's parser, 10x faster than libcst."""
     try:
-        ast.parse(data)
+        quiet_ast_parse(data)
     except SyntaxError as exc:
         return ParseFailure(exc.msg, exc.lineno or 1, exc.offset or 1)
     except (ValueError, RecursionError) as exc:
@@ -46,20 +76,29 @@ class ParseFailure:
 
 
 def parse(text: str) -> cst.Module | ParseFailure:
+    return parse_screened(text)[0]
+
+
+def parse_screened(text: str) -> tuple[cst.Module | ParseFailure, list[DeepExpression]]:
+    """Parse with libcst what `guard.screen` lets through; also the expressions it replaced (too deep)."""
+    screened = screen(text)
+    if screened.failure is not None:
+        message, line, column = screened.failure
+        return ParseFailure(message, line, column), screened.deep
     try:
-        return cst.parse_module(text)
+        return cst.parse_module(screened.text), screened.deep
     except cst.ParserSyntaxError as exc:
         # libcst's raw_line can point one line past the error; CPython's parser knows the line
         line, column = exc.raw_line, exc.raw_column + 1
         try:
-            ast.parse(text)
+            quiet_ast_parse(text)
         except SyntaxError as py_exc:
             line, column = py_exc.lineno or line, py_exc.offset or column
-        except (ValueError, RecursionError):
+        except (ValueError, RecursionError, MemoryError):
             pass
-        return ParseFailure(exc.message, line, column)
-    except (RecursionError, ValueError) as exc:  # pathological input: still a diagnostic, not a crash
-        return ParseFailure(str(exc), 1, 1)
+        return ParseFailure(exc.message, line, column), []
+    except (RecursionError, ValueError, MemoryError) as exc:  # pathological input: still a diagnostic, not a crash
+        return ParseFailure(f"{type(exc).__name__}: {str(exc)[:200]}", 1, 1), []
 
 
 def mesh_names_in(text: str) -> set[str]:

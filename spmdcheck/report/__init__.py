@@ -35,6 +35,7 @@ class ReportContext:
     files: int  # how many files were checked
     color: bool = False
     sources: SourceLines = field(default_factory=SourceLines)
+    incomplete: bool = False  # some path or setting could not be read
 
 
 def write_report(fmt: str, diags: list[Diagnostic], context: ReportContext, out: TextIO) -> None:
@@ -51,11 +52,14 @@ def display_path(path: str) -> str:
     return path if rel.startswith("..") else rel
 
 
-def summary_line(diags: list[Diagnostic], files: int) -> str:
-    """The closing line; notes (reveal_spmd_type) are not findings and are not counted."""
+def summary_line(diags: list[Diagnostic], files: int, incomplete: bool = False) -> str:
+    """The closing line; notes (reveal_spmd_type) are not findings and are not counted. `incomplete`: a
+    path or setting could not be read (said on stderr): never claim a clean pass then."""
     findings = [d for d in diags if d.severity != "note"]
     errors = sum(1 for d in findings if d.severity == "error")
     warnings = len(findings) - errors
+    if not findings and incomplete:
+        return f"No findings in the {files} file(s) checked, but the run was incomplete (see the errors above)."
     if not findings:
         return f"All checks passed ({files} file(s) checked)."
     return (

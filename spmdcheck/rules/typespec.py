@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from spmdcheck.lattice import AxisType, Kind, S
+from spmdcheck.lattice import MAX_TENSOR_RANK, AxisType, Kind, S, shard_dim_in_range
 
 _NAMES = {
     "R": Kind.R,
@@ -29,7 +29,11 @@ def parse_axis_type(text: str) -> AxisType:
         return AxisType(_NAMES[text])
     m = _SHARD.match(text)
     if m:
-        return S(int(m.group(1)))
+        digits = m.group(1)
+        dim = int(digits) if len(digits) < 6 else MAX_TENSOR_RANK  # no int() of a 10,000-digit literal
+        if not shard_dim_in_range(dim):
+            raise TypeSpecError(f"S({digits[:20]}): a tensor has at most {MAX_TENSOR_RANK} dims")
+        return S(dim)
     raise TypeSpecError(f"{text!r} is not an SPMD type (R, I, V, P or S(d))")
 
 

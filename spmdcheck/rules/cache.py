@@ -1,0 +1,133 @@
+"""The stub registry's on-disk cache: plain JSON data, never pickle.
+
+The cache lives in a user-writable folder, so its content is untrusted: loading it must not be able to
+run code (unpickling can). It is JSON holding only literals, lists and objects; the registry's
+dataclasses and enums are rebuilt by name from a fixed list of the rule model's own classes, through
+their constructors. A header carries a format number, the stamp of the stub files it was built from, and
+the SHA-256 of the payload: a file that is truncated, tampered with, from another version or for other
+stubs is ignored (and rebuilt by the caller).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import hashlib
+import json
+import os
+import pathlib
+import tempfile
+
+from spmdcheck.lattice import AxisType, GradState, Kind, Linearity
+from spmdcheck.rules.model import (
+    CollectiveRule,
+    DimsRule,
+    MappingRule,
+    OpRule,
+    Param,
+    ParamRole,
+    RawCollectiveRule,
+    Returns,
+    Transition,
+)
+from spmdcheck.rules.stubs import Registry
+
+FORMAT = 1
+_CLASSES = {
+    c.__name__: c
+    for c in (OpRule, Param, DimsRule, Transition, CollectiveRule, RawCollectiveRule, MappingRule, AxisType)
+}
+_ENUMS = {e.__name__: e for e in (Kind, Linearity, GradState, ParamRole, Returns)}
+
+
+class CacheError(ValueError):
+    pass
+
+
+def _encode(value: object) -> object:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if value is Ellipsis:
+        return {"$": "..."}
+    if isinstance(value, enum.Enum):
+        if type(value).__name__ not in _ENUMS:
+            raise CacheError(f"cannot cache {type(value).__name__}")
+        return {"$enum": type(value).__name__, "v": value.value}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        name = type(value).__name__
+        if _CLASSES.get(name) is not type(value):
+            raise CacheError(f"cannot cache {name}")
+        return {"$": name, "f": {f.name: _encode(getattr(value, f.name)) for f in dataclasses.fields(value)}}
+    if isinstance(value, tuple):
+        return {"$": "tuple", "i": [_encode(v) for v in value]}
+    if isinstance(value, frozenset):
+        return {"$": "frozenset", "i": [_encode(v) for v in value]}
+    if isinstance(value, list):
+        return [_encode(v) for v in value]
+    if isinstance(value, dict):
+        return {"$": "dict", "i": [[_encode(k), _encode(v)] for k, v in value.items()]}
+    raise CacheError(f"cannot cache {type(value).__name__}")
+
+
+def _decode(value: object) -> object:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, list):
+        return [_decode(v) for v in value]
+    if not isinstance(value, dict):
+        raise CacheError("unexpected value")
+    if "$enum" in value:
+        return _ENUMS[value["$enum"]](value["v"])
+    tag = value.get("$")
+    if tag == "...":
+        return Ellipsis
+    if tag == "tuple":
+        return tuple(_decode(v) for v in value["i"])
+    if tag == "frozenset":
+        return frozenset(_decode(v) for v in value["i"])
+    if tag == "dict":
+        return {_decode(k): _decode(v) for k, v in value["i"]}
+    cls = _CLASSES.get(tag)  # type: ignore[arg-type]
+    if cls is None:
+        raise CacheError(f"unknown class {tag!r}")
+    return cls(**{name: _decode(v) for name, v in value["f"].items()})
+
+
+def dump_registry(registry: Registry, path: pathlib.Path, stamp: str) -> None:
+    """Write atomically (a temporary file in the same folder, then a rename). Raises OSError, CacheError."""
+    payload = json.dumps(
+        {"rules": {k: _encode(v) for k, v in registry.rules.items()}, "errors": list(registry.errors)},
+        separators=(",", ":"),
+    )
+    header = {"format": FORMAT, "stamp": stamp, "sha256": hashlib.sha256(payload.encode()).hexdigest()}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".registry-", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(json.dumps(header) + "\n" + payload)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def load_cached_registry(path: pathlib.Path, stamp: str) -> Registry | None:
+    """The cached registry, or None if the file is missing, damaged, tampered with, or for other stubs."""
+    try:
+        with path.open("r", encoding="utf-8") as fh:
+            header = json.loads(fh.readline())
+            payload = fh.read()
+        if not isinstance(header, dict) or header.get("format") != FORMAT or header.get("stamp") != stamp:
+            return None
+        if header.get("sha256") != hashlib.sha256(payload.encode()).hexdigest():
+            return None
+        data = json.loads(payload)
+        rules = {str(k): _decode(v) for k, v in data["rules"].items()}
+        if not all(isinstance(r, OpRule) for r in rules.values()):
+            return None
+        return Registry(rules=rules, errors=[str(e) for e in data["errors"]])  # type: ignore[arg-type]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError, UnicodeDecodeError):
+        return None
