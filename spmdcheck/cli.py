@@ -213,41 +213,9 @@ def _fix(results, settings, registry, unsafe: bool, jobs: int):  # noqa: ANN001,
 
 
 def _run(files: list[str], settings, registry, jobs: int):  # noqa: ANN001, ANN202
-    from spmdcheck.api import check_file
+    from spmdcheck.api import check_files
 
-    jobs = jobs or (os.cpu_count() or 1)
-    if jobs <= 1 or len(files) < 8:
-        return [check_file(f, settings, registry) for f in files]
-    import multiprocessing as mp
-
-    try:
-        ctx = mp.get_context("fork")
-    except ValueError:
-        return [check_file(f, settings, registry) for f in files]
-    global _WORKER
-    _WORKER = (settings, registry)
-    # Big files first, so one large file does not end the run alone on one core.
-    order = sorted(files, key=lambda f: -_size(f))
-    with ctx.Pool(min(jobs, len(files))) as pool:
-        results = pool.map(_work, order, chunksize=1)
-    return results
-
-
-_WORKER = None
-
-
-def _work(path: str):  # noqa: ANN202
-    settings, registry = _WORKER  # type: ignore[misc]
-    from spmdcheck.api import check_file
-
-    return check_file(path, settings, registry)
-
-
-def _size(path: str) -> int:
-    try:
-        return os.path.getsize(path)
-    except OSError:
-        return 0
+    return check_files(files, settings, registry, jobs)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,421 @@
+"""The pre-pass: which files, and which function bodies, can produce a finding.
+
+libcst (positions, fixes) costs about ten times CPython's `ast`, and most code in a
+real tree never meets a type: unannotated code is silent (gradual typing). So every
+file is first read with `ast` (which is also its syntax check), cut into *units* (a
+module-level statement, function or class), and each unit's identifiers are collected
+by a text scan. libcst then parses only the files that hold a unit that can matter,
+with the bodies of the other functions blanked out line for line (positions do not
+move).
+
+Why nothing dropped can hold a finding: a type (or a rank-dependent collective, a
+mesh, a tensor needing grad that meets a raw collective) can only enter a program
+through
+- a rule that creates one from untyped operands (a collective, a Megatron mapping,
+  the spmd_types API, a mesh; with a mesh configured, any rule at all), which the
+  code names by its last identifier (`dist.all_reduce`, `from x import all_reduce`);
+- an annotation or a file setting, whose spellings all contain `spmd` or `Annotated`
+  (`spmd_types`, `spmdcheck.annotations.Local`, `# spmdcheck:`, `typing.Annotated`).
+A file holding `spmd` or `Annotated` anywhere is analysed whole. Elsewhere, a unit
+naming a seed identifier is *tainted*, and taint spreads to a fixed point, across all
+the files of the run (whole-program analysis may follow names between files):
+- a unit naming anything a tainted unit binds (it may read a typed value, or call
+  code that issues collectives) is tainted;
+- a function or class whose name a tainted unit mentions is tainted (it may be
+  called with typed arguments, or hold state the tainted code reads).
+A class is one unit (its methods share `self`). Identifiers are compared as words of
+the source text, strings and comments included, so the relation only over-approximates.
+Every function body outside the tainted units is blanked; a file without a tainted
+unit is not parsed by libcst at all.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import os
+import re
+import unicodedata
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from spmdcheck.rules.model import OpRule
+from spmdcheck.rules.stubs import Registry
+
+# A file naming one of these is analysed whole: annotations, the spmd_types API, file settings.
+WHOLE_FILE_MARKERS = (b"spmd", b"Annotated")
+
+# OpRule fields an op may set and still be unable to type an untyped operand. A rule setting any
+# other field (a collective, a mapping, a mesh, the spmd_types API, whatever a later rule kind adds)
+# is a seed; so is an spmd_types API call outside `_INERT_SPMD_API`, and a `mesh` context.
+_INERT_FIELDS = frozenset(
+    {
+        "qualname",
+        "params",
+        "returns",
+        "linearity",
+        "divisors",
+        "contraction",
+        "bias",
+        "affine_bias",
+        "factory",
+        "factory_size",
+        "factory_rank",
+        "passthrough",
+        "rank_dependent",
+        "opaque",
+        "grad",
+        "dims",
+        "inplace_param",
+        "is_property",
+        "process_group_axis",
+        "mesh_group_param",
+        "const_type",
+        "alias_of",
+        "source",
+        "spmd_api",
+        "context",
+    }
+)
+# spmd_types API handlers that only read a type that is already there (backward checks the loss).
+_INERT_SPMD_API = frozenset({"backward", "ignore", "local_map"})
+_INERT_CONTEXTS = frozenset({"no_grad", "enable_grad", "no_typecheck"})
+
+_DISABLE_ENV = "SPMDCHECK_NO_PREPASS"  # hidden switch: analyse every file whole (tests compare both ways)
+
+_WORD = re.compile(r"\w+")
+# Strings and comments, as CPython's tokenizer reads them (the file already parsed). Comments,
+# docstrings and messages hold prose, not names, and are dropped (newlines kept); f-strings hold
+# expressions, and a string that reads like a type expression may be a forward reference: both stay.
+_STRING_OR_COMMENT = re.compile(
+    r"""(?P<prefix>[rRbBuUfF]{0,3})(?P<string>'''(?:[^\\]|\\.)*?'''|\"\"\"(?:[^\\]|\\.)*?\"\"\""""
+    r"""|'(?:[^'\\\r\n]|\\(?:\r\n|.))*'|"(?:[^"\\\r\n]|\\(?:\r\n|.))*")|\#[^\r\n]*""",
+    re.S,
+)
+_TYPE_LIKE = re.compile(r"\s*[\w.]*(?:\s*[\[\],|]\s*[\w.]*)*\s*")  # names joined by brackets, commas, pipes
+_NEWLINE = re.compile(r"\r\n|\r|\n")
+
+
+def enabled() -> bool:
+    return os.environ.get(_DISABLE_ENV, "") in ("", "0")
+
+
+def _creates_types(rule: OpRule) -> bool:
+    for f in dataclasses.fields(rule):
+        if f.name in _INERT_FIELDS:
+            continue
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+        if getattr(rule, f.name) != default:
+            return True
+    if rule.spmd_api is not None and rule.spmd_api not in _INERT_SPMD_API:
+        return True
+    return rule.context is not None and rule.context not in _INERT_CONTEXTS
+
+
+def seed_words(registry: Registry, mesh_configured: bool) -> frozenset[str]:
+    """Identifiers through which a program can meet a type, from the rules themselves.
+
+    A rule is reached by a name whose last part is its key's last part (`dist.all_reduce`,
+    `from torch.distributed import all_reduce`); re-exports between checked files are followed
+    by the taint. With a mesh configured every factory types its result, so the first part of
+    every rule's key (`torch`, which every such name is imported through) is a seed as well.
+    """
+    words: set[str] = set()
+    for key in registry.rules:
+        rule = registry.lookup(key)
+        root = key.split(".", 1)[0]
+        if rule is None or any(marker.decode() in root for marker in WHOLE_FILE_MARKERS):
+            continue  # reached only through a name holding `spmd`: such files are analysed whole
+        if mesh_configured:
+            words.add(root)
+        if _creates_types(rule):
+            words.add(key.rpartition(".")[2])
+    return frozenset(words)
+
+
+@dataclass
+class Unit:
+    """A module-level statement, function or class: what it binds and which identifiers it names."""
+
+    binds: frozenset[str]
+    words: frozenset[str]
+    bodies: tuple[tuple[int, int], ...] = ()  # 1-based line spans of function bodies to blank when inert
+    source: bool = False  # may make a type or issue a collective
+    exposed: bool = False  # may receive a typed value
+
+    @property
+    def matters(self) -> bool:
+        return self.source or self.exposed
+
+
+@dataclass
+class FileScan:
+    """What the pre-pass knows about one file. `whole`: analyse it all; else decided by its units."""
+
+    path: str
+    whole: bool = False
+    units: list[Unit] = field(default_factory=list)
+
+
+def _drop_prose(match: re.Match[str]) -> str:
+    string = match.group("string")
+    if string is None:  # a comment
+        return ""
+    if "f" in match.group("prefix").lower():
+        return match.group(0)  # an f-string: its expressions are code
+    if string[:3] in ("'''", '"""'):
+        return "\n" * string.count("\n") + "\r" * (string.count("\r") - string.count("\r\n"))
+    if _TYPE_LIKE.fullmatch(string, 1, len(string) - 1):
+        return match.group(0)  # a forward reference `"Config"`, `"Optional[Block]"`: names
+    return ""
+
+
+def code_only(text: str) -> str:
+    """`text` without comments and docstrings, every line where it was."""
+    return _STRING_OR_COMMENT.sub(_drop_prose, text)
+
+
+def _words(text: str) -> frozenset[str]:
+    found = set(_WORD.findall(text))
+    if not text.isascii():  # CPython reads identifiers NFKC-normalised; name both spellings
+        found.update(unicodedata.normalize("NFKC", w) for w in list(found) if not w.isascii())
+    return frozenset(found)
+
+
+def scan(path: str, data: bytes, seeds: frozenset[str]) -> FileScan:
+    """Cut a file into units and taint those naming a seed.
+
+    A file holding a marker is analysed whole (all its units tainted). A file `ast` cannot read
+    is handed to libcst whole (it reports the syntax error, or checks what CPython's parser limits
+    refuse); every identifier in it then counts as bound by it.
+    """
+    whole = any(marker in data for marker in WHOLE_FILE_MARKERS)
+    try:
+        text = data.decode("utf-8")
+        tree = ast.parse(data)
+    except (SyntaxError, ValueError, UnicodeDecodeError, RecursionError, MemoryError):
+        words = _words(data.decode("utf-8", errors="replace"))
+        return FileScan(path, whole=True, units=[Unit(words, words, source=True)])
+    lines = _NEWLINE.split(code_only(text))
+    units: list[Unit] = []
+    _collect(tree.body, lines, units)
+    for unit in units:
+        unit.source = whole or not seeds.isdisjoint(unit.words)
+    return FileScan(path, whole=whole, units=units)
+
+
+def _segment(lines: list[str], start: int, end: int) -> str:
+    return "\n".join(lines[start - 1 : end])
+
+
+def _start(node: ast.stmt) -> int:
+    decorators = getattr(node, "decorator_list", None)
+    return min([node.lineno, *(d.lineno for d in decorators)]) if decorators else node.lineno
+
+
+def _collect(body: list[ast.stmt], lines: list[str], out: list[Unit]) -> None:
+    """Units of a module-level block; compound statements (if/try/with/for) are opened, not units."""
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            span = _body_span(node, lines)
+            out.append(
+                Unit(
+                    frozenset({node.name}),
+                    _words(_segment(lines, _start(node), node.end_lineno or node.lineno)),
+                    (span,) if span else (),
+                )
+            )
+        elif isinstance(node, ast.ClassDef):
+            spans = tuple(
+                s
+                for item in node.body
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
+                for s in [_body_span(item, lines)]
+                if s is not None
+            )
+            out.append(
+                Unit(
+                    frozenset({node.name}),
+                    _words(_segment(lines, _start(node), node.end_lineno or node.lineno)),
+                    spans,
+                )
+            )
+        elif isinstance(node, (ast.If, ast.Try, ast.With, ast.AsyncWith, ast.For, ast.AsyncFor, ast.While)) or (
+            hasattr(ast, "TryStar") and isinstance(node, ast.TryStar)
+        ):
+            _compound(node, lines, out)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            # An import reads no name of this module: only what it imports (a module path is not read).
+            imported = frozenset(a.name for a in node.names if isinstance(node, ast.ImportFrom))
+            out.append(Unit(_bound_names(node), imported))
+        else:
+            text = _segment(lines, node.lineno, node.end_lineno or node.lineno)
+            out.append(Unit(_bound_names(node), _words(text)))
+
+
+def _compound(node: ast.stmt, lines: list[str], out: list[Unit]) -> None:
+    """A module-level compound statement: its header is a unit, its blocks are opened."""
+    blocks: list[list[ast.stmt]] = []
+    for name in ("body", "orelse", "finalbody"):
+        block = getattr(node, name, None)
+        if block:
+            blocks.append(block)
+    for handler in getattr(node, "handlers", ()):
+        blocks.append(handler.body)
+    header_words: set[str] = set()
+    binds: set[str] = set()
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.stmt):
+            continue
+        if isinstance(child, ast.ExceptHandler):
+            if child.type is not None:
+                header_words |= _words(ast.unparse(child.type))
+            if child.name:
+                binds.add(child.name)
+            continue
+        header_words |= _words(ast.unparse(child))
+        if isinstance(child, ast.withitem) and child.optional_vars is not None:
+            binds |= _target_names(child.optional_vars)
+    if isinstance(node, (ast.For, ast.AsyncFor)):
+        binds |= _target_names(node.target)
+    out.append(Unit(frozenset(binds), frozenset(header_words)))
+    for block in blocks:
+        _collect(block, lines, out)
+
+
+def _target_names(target: ast.AST) -> set[str]:
+    names: set[str] = set()
+    for sub in ast.walk(target):
+        if isinstance(sub, ast.Name):
+            names.add(sub.id)
+    return names
+
+
+def _bound_names(node: ast.stmt) -> frozenset[str]:
+    """Names a simple module-level statement binds (an attribute or item target binds its base name)."""
+    names: set[str] = set()
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        for alias in node.names:
+            names.add(alias.asname or alias.name.split(".")[0])
+    elif isinstance(node, ast.Assign):
+        for target in node.targets:
+            names |= _target_names(target)
+    elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+        names |= _target_names(node.target)
+    for sub in ast.walk(node):  # walrus targets anywhere in the statement
+        if isinstance(sub, ast.NamedExpr):
+            names |= _target_names(sub.target)
+    return frozenset(names)
+
+
+def _body_span(node: ast.FunctionDef | ast.AsyncFunctionDef, lines: list[str]) -> tuple[int, int] | None:
+    """The lines of a function's body when it is an indented block on lines of its own, else None."""
+    first = node.body[0]
+    decorators = getattr(first, "decorator_list", None) or []
+    lead = min([first, *decorators], key=lambda n: (n.lineno, n.col_offset))
+    start = lead.lineno
+    if start <= node.lineno or start > len(lines):
+        return None
+    before = lines[start - 1].encode("utf-8")[: lead.col_offset]
+    if before.strip(b" \t\f@"):  # `def f(\n): return x`: the body shares the header's last line
+        return None
+    return start, node.body[-1].end_lineno or start
+
+
+def spread(scans: Iterable[FileScan]) -> None:
+    """Taint to a fixed point over the units of `scans`, files whose names can reach each other.
+
+    Two ways to matter: a *source* may make a type or issue a collective (it names a seed, or
+    reads a name a source binds: it may call it or read its value), so whatever reads it is a
+    source too; an *exposed* unit may receive a typed value (a source or exposed unit names what
+    it binds: it may be called with typed arguments), and so may whatever it names in turn.
+    """
+    units = [u for s in scans for u in s.units]
+    bound: set[str] = set()  # names sources bind
+    named: set[str] = set()  # identifiers the units that matter mention
+    for u in units:
+        if u.source:
+            bound |= u.binds
+            named |= u.words
+    changed = True
+    while changed:
+        changed = False
+        for u in units:
+            if not u.source and not u.words.isdisjoint(bound):
+                u.source = changed = True
+                bound |= u.binds
+                if not u.exposed:
+                    named |= u.words
+            if not u.source and not u.exposed and not u.binds.isdisjoint(named):
+                u.exposed = changed = True
+                named |= u.words
+
+
+def groups(
+    scans: list[FileScan], cross_file: bool, graph_edges: dict[str, set[str]] | None = None
+) -> list[list[FileScan]]:
+    """Files whose names can reach each other. The analysis reads one file at a time, so each file
+    is its own group; once it follows imports (`cross_file`), files linked by an import edge of the
+    checked tree (`graph_edges`: path -> imported paths) share a group."""
+    if not cross_file:
+        return [[s] for s in scans]
+    parent = {s.path: s.path for s in scans}
+
+    def find(p: str) -> str:
+        while parent[p] != p:
+            parent[p] = parent[parent[p]]
+            p = parent[p]
+        return p
+
+    for src, targets in (graph_edges or {}).items():
+        for dst in targets:
+            if src in parent and dst in parent:
+                parent[find(src)] = find(dst)
+    out: dict[str, list[FileScan]] = {}
+    for s in scans:
+        out.setdefault(find(s.path), []).append(s)
+    return list(out.values())
+
+
+# The analysis checks each file on its own today: names cannot reach across files. Whole-program
+# analysis (issue 6) flips this, and the pre-pass then taints along the import graph.
+CROSS_FILE = False
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What to hand to libcst: nothing (`skip`), or the text with `blank` line spans emptied."""
+
+    skip: bool
+    blank: tuple[tuple[int, int], ...] = ()
+
+
+def plan(s: FileScan) -> Plan:
+    if s.whole:
+        return Plan(False)
+    if not any(u.matters for u in s.units):
+        return Plan(True)
+    return Plan(False, tuple(span for u in s.units if not u.matters for span in u.bodies))
+
+
+def blank_bodies(text: str, spans: Iterable[tuple[int, int]]) -> str:
+    """Empty the given 1-based line spans, the first line of each becoming `pass` at its indentation.
+
+    Lines keep their endings, so every position outside the spans is unchanged.
+    """
+    spans = sorted(spans)
+    if not spans:
+        return text
+    pieces = re.split(r"(\r\n|\r|\n)", text)  # [line, ending, line, ending, ..., last line]
+    for start, end in spans:
+        first = 2 * (start - 1)
+        if first >= len(pieces):
+            continue
+        line = pieces[first]
+        indent = line[: len(line) - len(line.lstrip(" \t\f"))]
+        pieces[first] = indent + "pass"
+        for n in range(start + 1, end + 1):
+            idx = 2 * (n - 1)
+            if idx < len(pieces):
+                pieces[idx] = ""
+    return "".join(pieces)
