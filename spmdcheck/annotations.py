@@ -93,7 +93,14 @@ multilinear = _identity
 nonlinear = _identity
 passthrough = _identity
 opaque = _identity
-rank_dependent = _identity
+
+
+def rank_dependent(*args: Any, **_kwargs: Any) -> Any:
+    """`@rank_dependent` or `@rank_dependent(axis="tp")` / `(group="group")`: a no-op at run time."""
+    if len(args) == 1 and callable(args[0]) and not _kwargs:
+        return args[0]
+    return _identity
+
 
 # Parametrised stub decorators: all are no-ops at run time.
 divisor = _factory
@@ -108,6 +115,7 @@ conversion = _factory
 raw_collective = _factory
 maps_to = _factory
 process_group = _factory
+group_members = _factory
 mesh_factory = _factory
 mesh_group = _factory
 spmd_api = _factory

@@ -8,15 +8,16 @@ import os
 import pathlib
 import pickle
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from spmdcheck import prepass
 from spmdcheck.analysis.context import Options
-from spmdcheck.analysis.driver import analyze_module
-from spmdcheck.diagnostics.render import Diagnostic, make, render
+from spmdcheck.analysis.program import SourceUnit, analyze_program
+from spmdcheck.diagnostics.render import Diagnostic, ProgramPositions, make
 from spmdcheck.frontend.inline_config import read_inline_config
 from spmdcheck.frontend.source import ParseFailure, mesh_names_in, parse
-from spmdcheck.prepass import blank_bodies
+from spmdcheck.program.graph import ModuleFile, ModuleGraph, build_graph, module_name_for
 from spmdcheck.rules.stubs import Registry, load_stub_dirs
 
 SHIPPED_STUBS_CANDIDATES = (
@@ -103,44 +104,89 @@ def _selected(code: str, settings: Settings) -> bool:
 
 
 def check_source(
-    text: str,
-    path: str = "<string>",
+    text: str, path: str = "<string>", settings: Settings | None = None, registry: Registry | None = None
+) -> list[Diagnostic]:
+    """One file on its own (its imports of other files are unknown)."""
+    return check_sources({path: text}, settings, registry, exists=lambda p: False)[path]
+
+
+def check_sources(
+    sources: dict[str, str],
     settings: Settings | None = None,
     registry: Registry | None = None,
-    blank: tuple[tuple[int, int], ...] = (),
-) -> list[Diagnostic]:
-    """Diagnostics of one file's text. `blank`: line spans of function bodies the pre-pass proved
-    inert; they are emptied before libcst parses the text (positions elsewhere do not move)."""
+    exists: Callable[[str], bool] | None = None,
+    blanked: dict[str, str] | None = None,
+) -> dict[str, list[Diagnostic]]:
+    """Check files as one program: `sources` maps each path to its text; module names come from the
+    paths' package folders (a folder is a package when `<folder>/__init__.py` is one of the keys or
+    exists on disk). Returns each path's diagnostics, sorted.
+
+    `blanked`: for some paths, the text with the function bodies the pre-pass proved inert emptied
+    (same lines elsewhere); libcst parses that instead.
+    """
     settings = settings or Settings()
     registry = registry if registry is not None else load_registry(settings.stub_path)
-    parsed = parse(blank_bodies(text, blank)) if blank else parse(text)
-    if blank and isinstance(parsed, ParseFailure):
-        parsed = parse(text)  # never report a syntax error the blanking made
-    if isinstance(parsed, ParseFailure):
-        diags = [
-            make(
-                path, "SPMD001", f"syntax error: {parsed.message}; the file was not checked", parsed.line, parsed.column
+    if exists is None:
+        exists = lambda p: p in sources or os.path.exists(p)  # noqa: E731
+    out: dict[str, list[Diagnostic]] = {path: [] for path in sources}
+    units: list[SourceUnit] = []
+    lines: dict[str, list[str]] = {}
+    parsed_texts: dict[str, str] = {}
+    for path, text in sources.items():
+        parsed = parse(blanked[path]) if blanked and path in blanked else parse(text)
+        if isinstance(parsed, ParseFailure) and blanked and path in blanked:
+            parsed = parse(text)  # never report a syntax error the blanking made
+        if isinstance(parsed, ParseFailure):
+            out[path].append(
+                make(
+                    path,
+                    "SPMD001",
+                    f"syntax error: {parsed.message}; the file was not checked",
+                    parsed.line,
+                    parsed.column,
+                )
             )
-        ]
-        return [d for d in diags if _selected(d.code, settings)]
-    inline = read_inline_config(text)
-    options = Options(
-        mesh=inline.mesh if inline.mesh is not None else settings.mesh,
-        strict=inline.strict if inline.strict is not None else settings.strict,
-    )
-    ctx = analyze_module(parsed, registry, options, mesh_names_in(text))
-    diags = render(path, parsed, ctx.findings, ctx.sites, text.splitlines())
-    diags += [make(path, "SPMD005", message, line) for line, message in inline.errors]
-    diags = [d for d in diags if _selected(d.code, settings)]
-    return sorted(diags, key=Diagnostic.sort_key)
+            continue
+        inline = read_inline_config(text)
+        options = Options(
+            mesh=inline.mesh if inline.mesh is not None else settings.mesh,
+            strict=inline.strict if inline.strict is not None else settings.strict,
+        )
+        out[path] += [make(path, "SPMD005", message, line) for line, message in inline.errors]
+        units.append(SourceUnit(path, parsed, options, module_name_for(path, exists), frozenset(mesh_names_in(text))))
+        lines[path] = text.splitlines()
+        parsed_texts[path] = text
+    graph = build_graph(parsed_texts, exists) if len(parsed_texts) > 1 else None
+    result = analyze_program(units, registry, graph)
+    positions = ProgramPositions()
+    for unit in units:
+        positions.add(result.contexts[unit.path], unit.path, unit.module, lines[unit.path])
+    for path, diags in positions.render(result.program.findings, result.program.sites).items():
+        out[path] += diags
+    return {
+        path: sorted((d for d in diags if _selected(d.code, settings)), key=Diagnostic.sort_key)
+        for path, diags in out.items()
+    }
 
 
-def check_file(
-    path: str, settings: Settings, registry: Registry | None = None, plan: prepass.Plan | None = None
-) -> FileResult:
-    """One file's result; `plan` (from the pre-pass over the whole run) may skip it or blank bodies."""
-    if plan is not None and plan.skip:
-        return FileResult(path, skipped=True)
+def check_file(path: str, settings: Settings, registry: Registry | None = None) -> FileResult:
+    """One file on its own."""
+    loaded = load_file(path, settings)
+    if isinstance(loaded, FileResult):
+        return loaded
+    return _guarded([path], lambda: {path: check_source(loaded.text, path, settings, registry)})[0]
+
+
+@dataclass
+class LoadedFile:
+    path: str
+    text: str
+    relevant: bool  # can hold a finding by itself (types, collectives, ranks); else only as an import
+    blanked: str | None = None  # the text with inert function bodies emptied (the pre-pass), to parse
+
+
+def load_file(path: str, settings: Settings) -> LoadedFile | FileResult:
+    """Read and decode a file; a FileResult when there is nothing to analyse (or it cannot be read)."""
     try:
         data = pathlib.Path(path).read_bytes()
     except OSError as exc:
@@ -149,123 +195,122 @@ def check_file(
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         return FileResult(path, [make(path, "SPMD001", f"file is not UTF-8: {exc.reason}")])
+    return LoadedFile(path, text, relevant=True)
+
+
+def _guarded(paths: list[str], run: Callable[[], dict[str, list[Diagnostic]]]) -> list[FileResult]:
+    """Run an analysis; a bug of the checker becomes a diagnostic on the files it concerned, and the run goes on."""
     try:
-        return FileResult(path, check_source(text, path, settings, registry, plan.blank if plan else ()))
+        found = run()
+        return [FileResult(path, found.get(path, [])) for path in paths]
     except RecursionError:
-        return FileResult(path, [make(path, "SPMD001", "file is too deeply nested to analyse")])
+        return [FileResult(path, [make(path, "SPMD001", "file is too deeply nested to analyse")]) for path in paths]
     except Exception as exc:  # noqa: BLE001 - one file's bug in the checker must not stop the run
         where = traceback.extract_tb(exc.__traceback__)[-1]
-        return FileResult(
-            path,
-            [
-                make(
-                    path,
-                    "SPMD000",
-                    f"internal error: {type(exc).__name__}: {exc} "
-                    f"(at {pathlib.Path(where.filename).name}:{where.lineno})",
-                )
-            ],
+        message = (
+            f"internal error: {type(exc).__name__}: {exc} (at {pathlib.Path(where.filename).name}:{where.lineno})"
         )
+        return [FileResult(path, [make(path, "SPMD000", message)]) for path in paths]
 
 
-def check_sources(
-    sources: dict[str, str], settings: Settings | None = None, registry: Registry | None = None
-) -> dict[str, list[Diagnostic]]:
-    """Check files as one program: `sources` maps each path to its text; module names come from the
-    paths' package folders (a folder is a package when `<folder>/__init__.py` is one of the keys or
-    exists on disk). Returns each path's diagnostics, sorted.
+def plan_programs(
+    paths: list[str], settings: Settings, registry: Registry | None = None, mapper: Callable = map
+) -> tuple[list[FileResult], list[list[LoadedFile]]]:
+    """Read the files and group them into programs: the relevant files and the checked files they import,
+    split into the connected parts of the import graph (each part is analysed as one program).
+
+    The pre-pass (`prepass`, run through `mapper` on worker processes) decides which files are
+    relevant and blanks inert function bodies; with SPMDCHECK_NO_PREPASS=1 every file is relevant.
     """
-    settings = settings or Settings()
-    registry = registry if registry is not None else load_registry(settings.stub_path)
-    return {path: check_source(text, path, settings, registry) for path, text in sources.items()}
-
-
-def check_files(files: list[str], settings: Settings, registry: Registry, jobs: int = 0) -> list[FileResult]:
-    """Check files on `jobs` processes (0: one per core): the pre-pass over all of them, then libcst
-    only where it found something to check. Results come in the order of `files`."""
-    jobs = min(jobs or (os.cpu_count() or 1), len(files) or 1)
-    with _pool(jobs, settings, registry) as run:
-        if not prepass.enabled():
-            return run(_check_one, [(f, None) for f in files])
+    done: list[FileResult] = []
+    loaded: dict[str, LoadedFile] = {}
+    if prepass.enabled():
+        registry = registry if registry is not None else load_registry(settings.stub_path)
         seeds = prepass.seed_words(registry, bool(settings.mesh))
-        scans = run(_scan_one, [(f, seeds) for f in files])
-        edges = _import_edges(files) if prepass.CROSS_FILE else None
-        for group in prepass.groups(scans, prepass.CROSS_FILE, edges):
-            prepass.spread(group)
-        plans = [prepass.plan(s) for s in scans]
-        todo = [(f, p) for f, p in zip(files, plans) if not p.skip]
-        done = {r.path: r for r in run(_check_one, todo)}
-        return [done.get(f) or FileResult(f, skipped=True) for f in files]
+        scans = list(mapper(_scan_path, [(p, seeds) for p in paths]))
+        prepass.spread([s for s in scans if s is not None])
+        graph = _graph_of([s for s in scans if s is not None])
+        for path, scan in zip(paths, scans):
+            item = load_file(path, settings)
+            if isinstance(item, FileResult) or scan is None:
+                done.append(item if isinstance(item, FileResult) else FileResult(path, skipped=True))
+                continue
+            plan = prepass.plan(scan)
+            item.relevant = scan.relevant or scan.whole
+            if plan.blank:
+                item.blanked = prepass.blank_bodies(item.text, plan.blank)
+            loaded[path] = item
+    else:
+        for path in paths:
+            item = load_file(path, settings)
+            if isinstance(item, FileResult):
+                done.append(item)
+            else:
+                loaded[path] = item
+        graph = build_graph({p: f.text for p, f in loaded.items()})
+    name_of = {m.path: m.name for m in graph.modules.values()}
+    path_of = {m.name: m.path for m in graph.modules.values()}
+    wanted: set[str] = set()
+    for path, item in loaded.items():
+        if item.relevant:
+            wanted.add(path)
+            if path in name_of:
+                wanted.update(path_of[n] for n in graph.imports_closure(name_of[path]))
+    done += [FileResult(p, skipped=True) for p in loaded if p not in wanted]
+    # connected parts (imports in either direction) among the wanted files
+    parent = {p: p for p in wanted}
+
+    def find(p: str) -> str:
+        while parent[p] != p:
+            parent[p] = parent[parent[p]]
+            p = parent[p]
+        return p
+
+    for path in wanted:
+        for target in graph.edges.get(name_of.get(path, ""), ()):
+            other = path_of.get(target)
+            if other in parent:
+                parent[find(path)] = find(other)
+    groups: dict[str, list[LoadedFile]] = {}
+    for path in sorted(wanted):
+        groups.setdefault(find(path), []).append(loaded[path])
+    return done, list(groups.values())
 
 
-def _import_edges(files: list[str]) -> dict[str, set[str]]:
-    from spmdcheck.program.graph import build_graph
-
-    sources = {}
-    for f in files:
-        try:
-            sources[f] = pathlib.Path(f).read_bytes()
-        except OSError:
-            continue
-    graph = build_graph(sources)
-    return {graph.modules[m].path: {graph.modules[t].path for t in ts} for m, ts in graph.edges.items()}
+def check_program(files: list[LoadedFile], settings: Settings, registry: Registry | None = None) -> list[FileResult]:
+    """Analyse files as one program (see `plan_programs`)."""
+    paths = [f.path for f in files]
+    blanked = {f.path: f.blanked for f in files if f.blanked is not None}
+    return _guarded(
+        paths, lambda: check_sources({f.path: f.text for f in files}, settings, registry, blanked=blanked)
+    )
 
 
-_WORKER_STATE: tuple[Settings, Registry] | None = None
-
-
-def _scan_one(item: tuple[str, frozenset[str]]) -> prepass.FileScan:
+def _scan_path(item: tuple[str, frozenset[str]]) -> prepass.FileScan | None:
     path, seeds = item
     try:
         data = pathlib.Path(path).read_bytes()
     except OSError:
-        return prepass.FileScan(path, whole=True)  # check_file reports it
+        return None  # load_file reports it
     return prepass.scan(path, data, seeds)
 
 
-def _check_one(item: tuple[str, prepass.Plan | None]) -> FileResult:
-    settings, registry = _WORKER_STATE  # type: ignore[misc]
-    return check_file(item[0], settings, registry, item[1])
+def _graph_of(scans: list[prepass.FileScan]) -> ModuleGraph:
+    """The module graph from the pre-pass's imports (what `build_graph` computes, without parsing again)."""
+    graph = ModuleGraph()
+    files = [ModuleFile(s.module, s.path, os.path.basename(s.path) == "__init__.py") for s in scans]
+    for module in files:
+        graph.modules.setdefault(module.name, module)
+    for module, scan in zip(files, scans):
+        if graph.modules.get(module.name) is module:
+            graph.edges[module.name] = {n for n in scan.imports if n in graph.modules and n != module.name}
+    return graph
 
 
-class _pool:  # noqa: N801 - used as a context manager: `with _pool(...) as run`
-    """`run(fn, items)` in order, on forked workers sharing the parent's settings and registry."""
-
-    def __init__(self, jobs: int, settings: Settings, registry: Registry) -> None:
-        self.jobs, self.settings, self.registry = jobs, settings, registry
-        self.pool = None
-
-    def __enter__(self):  # noqa: ANN204
-        global _WORKER_STATE
-        _WORKER_STATE = (self.settings, self.registry)
-        return self.run
-
-    def run(self, fn, items: list):  # noqa: ANN001, ANN201
-        if self.jobs > 1 and len(items) >= 8 and self.pool is None:
-            import multiprocessing as mp
-
-            try:  # started on first need: a small run never pays for the workers
-                self.pool = mp.get_context("fork").Pool(self.jobs)
-            except (ValueError, OSError):
-                self.jobs = 1
-        if self.pool is None or len(items) < 8:
-            return [fn(item) for item in items]
-        # Big files first, so one large file does not end the run alone on one core.
-        order = sorted(range(len(items)), key=lambda i: -_size(items[i][0]))
-        out = self.pool.map(fn, [items[i] for i in order], chunksize=1)
-        result: list = [None] * len(items)
-        for i, r in zip(order, out):
-            result[i] = r
-        return result
-
-    def __exit__(self, *exc) -> None:  # noqa: ANN002
-        if self.pool is not None:
-            self.pool.terminate()
-            self.pool.join()
-
-
-def _size(path: str) -> int:
-    try:
-        return os.path.getsize(path)
-    except OSError:
-        return 0
+def check_files(paths: list[str], settings: Settings, registry: Registry | None = None) -> list[FileResult]:
+    """Every file, whole-program, in one process."""
+    done, programs = plan_programs(paths, settings)
+    for files in programs:
+        done += check_program(files, settings, registry)
+    order = {p: i for i, p in enumerate(paths)}
+    return sorted(done, key=lambda r: order.get(r.path, len(order)))

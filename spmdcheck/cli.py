@@ -213,9 +213,46 @@ def _fix(results, settings, registry, unsafe: bool, jobs: int):  # noqa: ANN001,
 
 
 def _run(files: list[str], settings, registry, jobs: int):  # noqa: ANN001, ANN202
-    from spmdcheck.api import check_files
+    """Whole-program analysis: each connected part of the import graph is one program, run in a pool
+    (which first runs the pre-pass over every file)."""
+    from spmdcheck.api import check_program, plan_programs
 
-    return check_files(files, settings, registry, jobs)
+    jobs = jobs or (os.cpu_count() or 1)
+    jobs = max(1, min(jobs, len(files)))
+    if jobs <= 1 or len(files) < 8:
+        done, programs = plan_programs(files, settings, registry)
+        for program in programs:
+            done += check_program(program, settings, registry)
+    else:
+        import multiprocessing as mp
+
+        global _WORKER
+        _WORKER = (settings, registry)
+        with mp.get_context("fork").Pool(jobs) as pool:
+            done, programs = plan_programs(files, settings, registry, lambda fn, items: pool.map(fn, items, 4))
+            # Big programs first, so one large program does not end the run alone on one core.
+            programs.sort(key=lambda p: -sum(len(f.blanked or f.text) for f in p))
+            for results in pool.imap_unordered(_work, programs, chunksize=1):
+                done += results
+    order = {p: i for i, p in enumerate(files)}
+    return sorted(done, key=lambda r: order.get(r.path, len(order)))
+
+
+_WORKER = None
+
+
+def _work(program):  # noqa: ANN001, ANN202
+    settings, registry = _WORKER  # type: ignore[misc]
+    from spmdcheck.api import check_program
+
+    return check_program(program, settings, registry)
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
 
 
 if __name__ == "__main__":

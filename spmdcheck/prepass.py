@@ -62,7 +62,6 @@ _INERT_FIELDS = frozenset(
         "factory_size",
         "factory_rank",
         "passthrough",
-        "rank_dependent",
         "opaque",
         "grad",
         "dims",
@@ -155,6 +154,14 @@ class FileScan:
     path: str
     whole: bool = False
     units: list[Unit] = field(default_factory=list)
+    module: str = ""  # dotted module name (from the package folders)
+    imports: frozenset[str] = frozenset()  # module names its imports may refer to
+    star: frozenset[str] = frozenset()  # modules it imports `*` from
+
+    @property
+    def relevant(self) -> bool:
+        """Holds a unit that may make a type by itself: checked on its own."""
+        return any(u.source for u in self.units)
 
 
 def _drop_prose(match: re.Match[str]) -> str:
@@ -182,26 +189,64 @@ def _words(text: str) -> frozenset[str]:
     return frozenset(found)
 
 
-def scan(path: str, data: bytes, seeds: frozenset[str]) -> FileScan:
-    """Cut a file into units and taint those naming a seed.
+def scan(path: str, data: bytes, seeds: frozenset[str], exists=os.path.exists) -> FileScan:  # noqa: ANN001
+    """Cut a file into units, taint those naming a seed, and list what it imports.
 
-    A file holding a marker is analysed whole (all its units tainted). A file `ast` cannot read
-    is handed to libcst whole (it reports the syntax error, or checks what CPython's parser limits
-    refuse); every identifier in it then counts as bound by it.
+    A file holding a marker is analysed whole (all its units are sources). A file `ast` cannot
+    read is handed to libcst whole (it reports the syntax error, or checks what CPython's parser
+    limits refuse); every identifier in it then counts as bound by it.
     """
+    from spmdcheck.program.graph import module_name_for
+
+    module = module_name_for(path, exists)
     whole = any(marker in data for marker in WHOLE_FILE_MARKERS)
     try:
         text = data.decode("utf-8")
         tree = ast.parse(data)
     except (SyntaxError, ValueError, UnicodeDecodeError, RecursionError, MemoryError):
         words = _words(data.decode("utf-8", errors="replace"))
-        return FileScan(path, whole=True, units=[Unit(words, words, source=True)])
+        return FileScan(path, whole=True, units=[Unit(words, words, source=True)], module=module.name)
     lines = _NEWLINE.split(code_only(text))
     units: list[Unit] = []
     _collect(tree.body, lines, units)
     for unit in units:
         unit.source = whole or not seeds.isdisjoint(unit.words)
-    return FileScan(path, whole=whole, units=units)
+    imports, star = _imports(tree.body, module)
+    return FileScan(path, whole=whole, units=units, module=module.name, imports=imports, star=star)
+
+
+def _imports(body: list[ast.stmt], module: object) -> tuple[frozenset[str], frozenset[str]]:
+    """What `program.graph.imported_names` finds (every import statement, at any depth), walking
+    statements only: expressions cannot hold one."""
+    from spmdcheck.program.graph import resolve_import
+
+    out: set[str] = set()
+    star: set[str] = set()
+    todo = list(body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.Import):
+            out.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            target = resolve_import(module, node.module, node.level)  # type: ignore[arg-type]
+            if target is None:
+                continue
+            out.add(target)
+            for alias in node.names:
+                if alias.name == "*":
+                    star.add(target)
+                else:
+                    out.add(f"{target}.{alias.name}")
+        else:
+            for name in ("body", "orelse", "finalbody"):
+                block = getattr(node, name, None)
+                if isinstance(block, list):
+                    todo.extend(block)
+            for handler in getattr(node, "handlers", ()):
+                todo.extend(handler.body)
+            for case in getattr(node, "cases", ()):
+                todo.extend(case.body)
+    return frozenset(out), frozenset(star)
 
 
 def _segment(lines: list[str], start: int, end: int) -> str:
@@ -250,7 +295,7 @@ def _collect(body: list[ast.stmt], lines: list[str], out: list[Unit]) -> None:
             out.append(Unit(_bound_names(node), imported))
         else:
             text = _segment(lines, node.lineno, node.end_lineno or node.lineno)
-            out.append(Unit(_bound_names(node), _words(text)))
+            out.append(Unit(_bound_names(node, text), _words(text)))
 
 
 def _compound(node: ast.stmt, lines: list[str], out: list[Unit]) -> None:
@@ -291,7 +336,7 @@ def _target_names(target: ast.AST) -> set[str]:
     return names
 
 
-def _bound_names(node: ast.stmt) -> frozenset[str]:
+def _bound_names(node: ast.stmt, text: str = "") -> frozenset[str]:
     """Names a simple module-level statement binds (an attribute or item target binds its base name)."""
     names: set[str] = set()
     if isinstance(node, (ast.Import, ast.ImportFrom)):
@@ -302,9 +347,14 @@ def _bound_names(node: ast.stmt) -> frozenset[str]:
             names |= _target_names(target)
     elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
         names |= _target_names(node.target)
-    for sub in ast.walk(node):  # walrus targets anywhere in the statement
-        if isinstance(sub, ast.NamedExpr):
-            names |= _target_names(sub.target)
+    if ":=" in text or (hasattr(ast, "Match") and isinstance(node, ast.Match)):
+        for sub in ast.walk(node):  # walrus and match-capture targets anywhere in the statement
+            if isinstance(sub, ast.NamedExpr):
+                names |= _target_names(sub.target)
+            elif isinstance(sub, (ast.MatchAs, ast.MatchStar)) and sub.name:
+                names.add(sub.name)
+            elif isinstance(sub, ast.MatchMapping) and sub.rest:
+                names.add(sub.rest)
     return frozenset(names)
 
 
@@ -322,64 +372,70 @@ def _body_span(node: ast.FunctionDef | ast.AsyncFunctionDef, lines: list[str]) -
     return start, node.body[-1].end_lineno or start
 
 
-def spread(scans: Iterable[FileScan]) -> None:
-    """Taint to a fixed point over the units of `scans`, files whose names can reach each other.
+def spread(scans: list[FileScan]) -> None:
+    """Taint to a fixed point over the units of a run (see the module docstring).
 
     Two ways to matter: a *source* may make a type or issue a collective (it names a seed, or
     reads a name a source binds: it may call it or read its value), so whatever reads it is a
     source too; an *exposed* unit may receive a typed value (a source or exposed unit names what
     it binds: it may be called with typed arguments), and so may whatever it names in turn.
+    A name resolves in its own file and in the checked modules that file imports (and, through
+    `import *`, the modules those re-export), never anywhere else.
     """
-    units = [u for s in scans for u in s.units]
-    bound: set[str] = set()  # names sources bind
-    named: set[str] = set()  # identifiers the units that matter mention
-    for u in units:
-        if u.source:
-            bound |= u.binds
-            named |= u.words
+    by_name: dict[str, FileScan] = {}
+    for s in scans:
+        by_name.setdefault(s.module, s)
+    index = {id(s): i for i, s in enumerate(scans)}
+
+    def star_closure(start: FileScan) -> list[int]:
+        seen, todo = {index[id(start)]}, [start]
+        while todo:
+            for name in todo.pop().star:
+                other = by_name.get(name)
+                if other is not None and index[id(other)] not in seen:
+                    seen.add(index[id(other)])
+                    todo.append(other)
+        return sorted(seen)
+
+    stars = [star_closure(s) for s in scans]
+    # The files each file's names can come from: itself, what it imports, what those re-export.
+    reach: list[list[int]] = []
+    for i, s in enumerate(scans):
+        out = set(stars[i])
+        for name in s.imports:
+            other = by_name.get(name)
+            if other is not None:
+                out.update(stars[index[id(other)]])
+        reach.append(sorted(out))
+    bound: list[set[str]] = [set() for _ in scans]  # names each file's sources bind
+    named: list[set[str]] = [set() for _ in scans]  # words each file's units that matter mention
+    for i, s in enumerate(scans):
+        for u in s.units:
+            if u.source:
+                bound[i] |= u.binds
+            if u.matters:
+                named[i] |= u.words
     changed = True
     while changed:
         changed = False
-        for u in units:
-            if not u.source and not u.words.isdisjoint(bound):
-                u.source = changed = True
-                bound |= u.binds
-                if not u.exposed:
-                    named |= u.words
-            if not u.source and not u.exposed and not u.binds.isdisjoint(named):
-                u.exposed = changed = True
-                named |= u.words
-
-
-def groups(
-    scans: list[FileScan], cross_file: bool, graph_edges: dict[str, set[str]] | None = None
-) -> list[list[FileScan]]:
-    """Files whose names can reach each other. The analysis reads one file at a time, so each file
-    is its own group; once it follows imports (`cross_file`), files linked by an import edge of the
-    checked tree (`graph_edges`: path -> imported paths) share a group."""
-    if not cross_file:
-        return [[s] for s in scans]
-    parent = {s.path: s.path for s in scans}
-
-    def find(p: str) -> str:
-        while parent[p] != p:
-            parent[p] = parent[parent[p]]
-            p = parent[p]
-        return p
-
-    for src, targets in (graph_edges or {}).items():
-        for dst in targets:
-            if src in parent and dst in parent:
-                parent[find(src)] = find(dst)
-    out: dict[str, list[FileScan]] = {}
-    for s in scans:
-        out.setdefault(find(s.path), []).append(s)
-    return list(out.values())
-
-
-# The analysis checks each file on its own today: names cannot reach across files. Whole-program
-# analysis (issue 6) flips this, and the pre-pass then taints along the import graph.
-CROSS_FILE = False
+        for i, s in enumerate(scans):
+            visible: set[str] = set()
+            for j in reach[i]:
+                visible |= bound[j]
+            for u in s.units:
+                if not u.source and not u.words.isdisjoint(visible):
+                    u.source = changed = True
+                    bound[i] |= u.binds
+                    named[i] |= u.words
+                    visible |= u.binds
+        for i in range(len(scans)):
+            if not named[i]:
+                continue
+            for j in reach[i]:
+                for u in scans[j].units:
+                    if not u.matters and not u.binds.isdisjoint(named[i]):
+                        u.exposed = changed = True
+                        named[j] |= u.words
 
 
 @dataclass(frozen=True)
@@ -391,11 +447,11 @@ class Plan:
 
 
 def plan(s: FileScan) -> Plan:
+    """`skip` when nothing in the file matters (it may still run as an import of another file)."""
     if s.whole:
         return Plan(False)
-    if not any(u.matters for u in s.units):
-        return Plan(True)
-    return Plan(False, tuple(span for u in s.units if not u.matters for span in u.bodies))
+    blank = tuple(span for u in s.units if not u.matters for span in u.bodies)
+    return Plan(not any(u.matters for u in s.units), blank)
 
 
 def blank_bodies(text: str, spans: Iterable[tuple[int, int]]) -> str:

@@ -196,7 +196,10 @@ def test_marker_files_are_analysed_whole():
 
 
 def test_blanking_keeps_every_line_and_ending():
-    text = "class A:\r\n    @dec\r\n    def f(self,\r\n          x):\r\n        a = '''\r\n        b'''\r\n        return x\r\n    def g(self): return 1\r\n"
+    text = (
+        "class A:\r\n    @dec\r\n    def f(self,\r\n          x):\r\n"
+        "        a = '''\r\n        b'''\r\n        return x\r\n    def g(self): return 1\r\n"
+    )
     tree = ast.parse(text)
     method = tree.body[0].body[0]
     span = prepass._body_span(method, prepass._NEWLINE.split(text))

@@ -18,15 +18,21 @@ from spmdcheck.analysis.values import (
     UNKNOWN,
     Alternatives,
     BoundMethod,
+    BuiltinValue,
+    ClassValue,
     ContextValue,
     FunctionValue,
     GroupValue,
     Homogeneous,
+    InstanceValue,
     Literal,
+    MembersValue,
     MeshValue,
+    MethodValue,
     ModuleRef,
     RankValue,
     Seq,
+    SuperValue,
     TensorValue,
     TypeValue,
     Value,
@@ -77,7 +83,57 @@ def dispatch(interp: Interpreter, func: Value, args: list[Arg], node: cst.Call) 
         return apply_rule(interp, rule, [(None, func.receiver, receiver_node), *args], node)
     if isinstance(func, FunctionValue):
         return call_function(interp, func, args, node)
+    if isinstance(func, MethodValue):
+        return call_function(interp, func.func, args, node, receiver=func.receiver)
+    if isinstance(func, ClassValue):
+        return instantiate(interp, func, args, node)
+    if isinstance(func, InstanceValue):
+        call = func.cls.lookup("forward") if func.cls.lookup("__call__") is None else func.cls.lookup("__call__")
+        if isinstance(call, FunctionValue):
+            return call_function(interp, call, args, node, receiver=func)
+        return UNKNOWN
+    if isinstance(func, BuiltinValue) and func.name == "super":
+        owner, receiver = interp.frame.owner, _receiver_of(interp)
+        if owner is not None and receiver is not None:
+            return SuperValue(owner, receiver)
+    if isinstance(func, BuiltinValue) and func.name in RANK_PRESERVING_BUILTINS:
+        ranks = [v for _, v, _ in args if isinstance(v, RankValue)]
+        if ranks:
+            value = ranks[0]
+            for other in ranks[1:]:
+                value = value.combine(other)
+            return value
     return UNKNOWN
+
+
+# Builtins whose result differs across ranks when an argument does (`range(rank)` as a loop bound).
+RANK_PRESERVING_BUILTINS = frozenset({"range", "int", "float", "min", "max", "abs", "bool", "divmod", "round"})
+
+
+def instantiate(interp: Interpreter, cls: ClassValue, args: list[Arg], node: cst.Call) -> Value:
+    """`Cls(...)`: a new object, its `__init__` run with the call's arguments."""
+    obj = InstanceValue(cls)
+    init = cls.lookup("__init__")
+    if isinstance(init, FunctionValue):
+        call_function(interp, init, args, node, receiver=obj)
+    return obj
+
+
+def takes_self(fn: cst.FunctionDef) -> bool:
+    """A method called on an object binds its first parameter (not static, not a class method)."""
+    for dec in fn.decorators:
+        expr = dec.decorator
+        if isinstance(expr, cst.Name) and expr.value in ("staticmethod", "classmethod"):
+            return False
+    return bool(fn.params.posonly_params or fn.params.params)
+
+
+def _receiver_of(interp: Interpreter) -> Value | None:
+    fn = interp.frame.function
+    if fn is None or not takes_self(fn):
+        return None
+    first = (list(fn.params.posonly_params) + list(fn.params.params))[0].name.value
+    return interp.frame.env.get(first)
 
 
 def _has_tensor(args: list[Arg]) -> bool:
@@ -186,9 +242,11 @@ def _apply_rule(interp: Interpreter, rule: OpRule, args: list[Arg], node: cst.CS
         if name is None and isinstance(mesh, MeshValue) and len(mesh.axes) == 1:
             return GroupValue(mesh.axes[0])
         return UNKNOWN
+    if rule.group_members_param is not None:
+        return MembersValue(_group_axis(interp, bound.get(rule.group_members_param)))
     if rule.passthrough:
         if rule.rank_dependent:
-            return RANK
+            return _rank_value(interp, rule, bound)
         return NUMBER if rule.returns is Returns.NUMBER else UNKNOWN
     if rule.const_type is not None:
         return UNKNOWN
@@ -197,6 +255,29 @@ def _apply_rule(interp: Interpreter, rule: OpRule, args: list[Arg], node: cst.CS
     if rule.opaque:
         return TensorValue() if rule.returns is Returns.TENSOR else UNKNOWN
     return ops.apply_op(interp, rule, bound, node)
+
+
+def _group_axis(interp: Interpreter, group: Value | None) -> str | None:
+    from spmdcheck.analysis.typeexpr import axis_name
+
+    if group is None or (isinstance(group, Literal) and group.value is None):
+        return None
+    return axis_name(group)
+
+
+def _rank_value(interp: Interpreter, rule: OpRule, bound) -> RankValue:  # noqa: ANN001
+    """Which axes a rank query differs along: fixed by its stub, or the axis of its group argument."""
+    if rule.rank_axis is not None:
+        return RankValue(frozenset({rule.rank_axis}))
+    if rule.rank_group_param is not None:
+        group = bound.get(rule.rank_group_param)
+        if group is None or (isinstance(group, Literal) and group.value is None):
+            return RANK  # the default group: the global rank
+        axis = _group_axis(interp, group)
+        if axis is None and isinstance(group, Literal) and isinstance(group.value, str):
+            axis = group.value  # a mesh dim named by string
+        return RankValue(frozenset({axis})) if axis is not None else RankValue(frozenset())
+    return RANK
 
 
 def _mesh_of(interp: Interpreter, value: Value | None) -> Value:
@@ -252,8 +333,10 @@ def _shape_rank(rule: OpRule, bound) -> int | None:  # noqa: ANN001
 def python_arith(left: Value, right: Value, dunder: str) -> Value:
     from spmdcheck.analysis.values import PyNumber
 
-    if isinstance(left, RankValue) or isinstance(right, RankValue):
-        return RANK
+    if isinstance(left, RankValue):
+        return left.combine(right)
+    if isinstance(right, RankValue):
+        return right.combine(left)
     numeric = (PyNumber, Literal)
     if (
         isinstance(left, numeric)
@@ -494,19 +577,43 @@ def _check_axes(interp: Interpreter, axes: dict[str, AxisType], node: cst.CSTNod
 
 
 def parameter_values(
-    interp: Interpreter, fn: cst.FunctionDef, decor: Decorations, args: list[Arg] | None
+    interp: Interpreter,
+    fn: cst.FunctionDef,
+    decor: Decorations,
+    args: list[Arg] | None,
+    receiver: Value | None = None,
 ) -> list[tuple[str, Value]]:
-    """Parameters' values: the call's arguments when inlining, checked against annotations."""
+    """Parameters' values: the call's arguments when inlining, checked against annotations.
+
+    `receiver` binds the first parameter of a method (`self`); `args` None means the function is
+    checked on its own (parameters typed by their annotations, defaults unknown).
+    """
     params = list(fn.params.posonly_params) + list(fn.params.params)
     kwonly = list(fn.params.kwonly_params)
     bound: dict[str, tuple[Value, cst.CSTNode] | None] = {p.name.value: None for p in params + kwonly}
+    extra_positional: list[Arg] = []
+    extra_keywords: list[Arg] = []
+    if receiver is not None and params:
+        bound[params[0].name.value] = (receiver, fn)
+        params_to_fill = params[1:]
+    else:
+        params_to_fill = params
     if args is not None:
         positional = [a for a in args if a[0] is None]
-        for p, a in zip(params, positional):
+        for p, a in zip(params_to_fill, positional):
             bound[p.name.value] = (a[1], a[2])
+        extra_positional = positional[len(params_to_fill) :]
         for k, v, n in args:
-            if k is not None and k in bound:
-                bound[k] = (v, n)
+            if k is not None and k != "*":
+                if k in bound:
+                    bound[k] = (v, n)
+                else:
+                    extra_keywords.append((k, v, n))
+        if any(k == "*" for k, _, _ in args):
+            # an unpacked sequence of unknown length: parameters past it are unknown, not their defaults
+            for p in params_to_fill[len(positional) :]:
+                if bound[p.name.value] is None:
+                    bound[p.name.value] = (UNKNOWN, fn)
     out: list[tuple[str, Value]] = []
     for i, p in enumerate(params + kwonly):
         name = p.name.value
@@ -541,7 +648,8 @@ def parameter_values(
                 value = checked
         out.append((name, value))
     if isinstance(fn.params.star_arg, cst.Param):
-        out.append((fn.params.star_arg.name.value, UNKNOWN))
+        rest = Seq(tuple(v for _, v, _ in extra_positional)) if args is not None else UNKNOWN
+        out.append((fn.params.star_arg.name.value, rest))
     if isinstance(fn.params.star_kwarg, cst.Param):
         out.append((fn.params.star_kwarg.name.value, UNKNOWN))
     return out
@@ -615,30 +723,123 @@ def _check_tuple_returns(interp: Interpreter, elements: list, returns: list[tupl
     return Seq(tuple(TensorValue(SpmdType(d), GradState.UNKNOWN, None) if d is not None else UNKNOWN for d in elements))
 
 
-def call_function(interp: Interpreter, func: FunctionValue, args: list[Arg], node: cst.Call) -> Value:
-    """Inline a call to a function of this file: its body is checked with the argument types."""
+def call_function(
+    interp: Interpreter,
+    func: FunctionValue,
+    args: list[Arg],
+    node: cst.CSTNode,
+    receiver: Value | None = None,
+) -> Value:
+    """Inline a call to a checked function (any file): its body is checked with the argument types.
+
+    Calls are memoised by (function, abstract arguments, grad mode, mesh): a repeated call replays
+    its summary (result, collectives issued, effects on its arguments and objects) instead of re-running.
+    """
     fn = func.node
     if fn in interp.inline_stack or len(interp.inline_stack) >= interp.ctx.options.max_inline_depth:
         return UNKNOWN
-    from spmdcheck.analysis.interpreter import Frame
+    key = _summary_key(interp, func, args, receiver)
+    summary = interp.summaries.get(key) if key is not None else None
+    if summary is not None:
+        return _replay(interp, summary, fn, args, node, receiver)
+    from spmdcheck.analysis.interpreter import Frame, Summary
 
     saved = (interp.frame, interp.grad_enabled, interp.mesh, interp.checking)
+    restore = None
     interp.inline_stack.append(fn)
+    interp.call_sites.append((interp.ctx, node))
+    start = len(interp.collectives)
+    instances = [v for _, v, _ in args if isinstance(v, InstanceValue)]
+    if isinstance(receiver, InstanceValue):
+        instances.append(receiver)
+    result: Value = UNKNOWN
+    globals_ = func.scope.globals if func.scope is not None else interp.frame.globals
+    frame = Frame({}, globals_, function=fn, owner=func.owner)
     try:
+        # decorators and defaults resolve in the callee's globals; argument mismatches are reported
+        # at the call site, in the caller's file
+        interp.frame = frame
         decor = function_decorations(interp, fn)
         if decor.skip:
+            frame = None
             return TensorValue()  # a no_typecheck function's results are untyped tensors
         if decor.grad_enabled is not None:
             interp.grad_enabled = decor.grad_enabled
-        globals_ = interp.frame.globals
-        interp.frame = Frame({}, globals_, function=fn)
-        for name, value in parameter_values(interp, fn, decor, args):
-            interp.frame.env[name] = value
+        for name, value in parameter_values(interp, fn, decor, args, receiver):
+            frame.env[name] = value
+        if func.scope is not None:
+            restore = interp.enter_scope(func.scope)
+        if not interp.mesh:
+            interp.mesh = interp.ctx.options.mesh
         interp.exec_block(fn.body.body if isinstance(fn.body, cst.IndentedBlock) else fn.body.body)
-        return check_returns(interp, fn, decor, interp.frame.returns)
+        result = check_returns(interp, fn, decor, frame.returns)
+        return result
     finally:
         interp.inline_stack.pop()
+        interp.call_sites.pop()
         interp.frame, interp.grad_enabled, interp.mesh, interp.checking = saved
+        if restore is not None:
+            interp.ctx, interp.scope = restore
+        if frame is not None:
+            _apply_param_effects(interp, fn, args, frame.param_effects, receiver)
+            if key is not None:
+                from spmdcheck.analysis.interpreter import Summary
+
+                interp.summaries[key] = Summary(
+                    result,
+                    interp.collectives[start:],
+                    dict(frame.param_effects),
+                    [(obj, dict(obj.attrs)) for obj in instances],
+                )
+
+
+def _summary_key(interp: Interpreter, func: FunctionValue, args: list[Arg], receiver: Value | None) -> tuple | None:
+    def abstract(value: Value) -> object:
+        return value.snapshot() if isinstance(value, InstanceValue) else value
+
+    try:
+        key = (
+            id(func.node),
+            tuple((k, abstract(v)) for k, v, _ in args),
+            abstract(receiver) if receiver is not None else None,
+            interp.grad_enabled,
+            interp.mesh,
+            interp.checking,
+        )
+        hash(key)
+    except TypeError:
+        return None  # a value that cannot be compared (should not happen): just no memo
+    return key
+
+
+def _replay(
+    interp: Interpreter, summary, fn: cst.FunctionDef, args: list[Arg], node: cst.CSTNode, receiver: Value | None
+) -> Value:  # noqa: ANN001
+    for api, axis, call in summary.collectives:
+        interp.note_collective(api, axis, call)
+    for obj, attrs in summary.instance_states:
+        obj.attrs.clear()
+        obj.attrs.update(attrs)
+    _apply_param_effects(interp, fn, args, summary.param_effects, receiver)
+    return summary.result
+
+
+def _apply_param_effects(
+    interp: Interpreter, fn: cst.FunctionDef, args: list[Arg], effects: dict[str, Value], receiver: Value | None
+) -> None:
+    """In-place writes to a parameter happened to the caller's argument: rebind what the caller named."""
+    if not effects:
+        return
+    params = [p.name.value for p in (*fn.params.posonly_params, *fn.params.params)]
+    if receiver is not None and params:
+        params = params[1:]
+    positional = [a for a in args if a[0] is None]
+    by_name = {p: a for p, a in zip(params, positional)}
+    by_name.update({k: (k, v, n) for k, v, n in args if k is not None})
+    for name, value in effects.items():
+        arg = by_name.get(name)
+        if arg is not None and isinstance(arg[2], (cst.Name, cst.Attribute)):
+            interp.rebind(arg[2], value)
 
 
 __all__ = [

@@ -183,7 +183,7 @@ def transition(
     inplace: bool = False,
 ) -> Value:
     """Check the input against src on the axis, and give the output (dst on the axis, the rest copied)."""
-    interp.collectives.append((api, axis, node))
+    interp.note_collective(api, axis, node)
     if not isinstance(x, TensorValue):
         return UNKNOWN
     if axis is None:
@@ -392,7 +392,7 @@ def apply_raw(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.CSTNode
     else:
         axis = resolve_axis(interp, group, bound.node(raw.group_param))
     name = short_name(rule.qualname).replace("torch.distributed.", "dist.")
-    interp.collectives.append((name, axis, node))
+    interp.note_collective(name, axis, node)
     if isinstance(x, TensorValue) and x.grad is GradState.YES and interp.grad_enabled and not raw.differentiable:
         operand = interp.ctx.code_of(x_node) if x_node is not None else "the input"
         suggestions = []

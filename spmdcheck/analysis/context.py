@@ -1,13 +1,18 @@
-"""State shared by one file's analysis: rules, options, sites, findings, the mesh in scope."""
+"""State of an analysis: what one file knows (spellings, axes, options) and what the program shares.
+
+A program is one or more files analysed together. Findings and sites are program-wide,
+each tagged with the file it belongs to, so a finding can point into any file (a bug in a
+helper of layers.py reached from model.py is reported in layers.py).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import libcst as cst
 
 from spmdcheck.analysis.findings import Finding
-from spmdcheck.analysis.values import Branch
 from spmdcheck.rules.stubs import Registry
 
 
@@ -15,7 +20,17 @@ from spmdcheck.rules.stubs import Registry
 class Options:
     mesh: tuple[str, ...] = ()  # the configured mesh (current mesh by default)
     strict: bool = False
-    max_inline_depth: int = 3
+    max_inline_depth: int = 8
+
+
+@dataclass
+class ProgramState:
+    """What every file of one analysis shares: findings, and the sites messages refer to."""
+
+    findings: list[Finding] = field(default_factory=list)
+    sites: list[tuple[cst.CSTNode, FileContext]] = field(default_factory=list)
+    site_ids: dict[int, int] = field(default_factory=dict)
+    seen: set[tuple[str, int, str]] = field(default_factory=set)
 
 
 @dataclass
@@ -23,32 +38,46 @@ class FileContext:
     registry: Registry
     options: Options
     module: cst.Module
+    path: str = "<string>"
+    module_file: Any = None  # its program.graph.ModuleFile: name and package, for relative imports
+    program: ProgramState = field(default_factory=ProgramState)
     known_axes: set[str] = field(default_factory=set)  # every axis name valid in this file
-    findings: list[Finding] = field(default_factory=list)
-    sites: list[cst.CSTNode] = field(default_factory=list)
-    _site_ids: dict[int, int] = field(default_factory=dict)
-    _seen: set[tuple[str, int, str]] = field(default_factory=set)
-    branch_stack: list[tuple[Branch, ...]] = field(default_factory=list)
     spmd_alias: str = "spmd_types"  # how the file spells the spmd_types module
     megatron_names: dict[str, str] = field(default_factory=dict)  # qualname -> local spelling
 
+    @property
+    def findings(self) -> list[Finding]:
+        return self.program.findings
+
+    @property
+    def _seen(self) -> set[tuple[str, int, str]]:
+        return self.program.seen
+
+    @_seen.setter
+    def _seen(self, value: set[tuple[str, int, str]]) -> None:
+        self.program.seen = value
+
+    @property
+    def sites(self) -> list[cst.CSTNode]:
+        return [node for node, _ in self.program.sites]
+
     def site(self, node: cst.CSTNode) -> int:
         key = id(node)
-        ref = self._site_ids.get(key)
+        ref = self.program.site_ids.get(key)
         if ref is None:
-            ref = len(self.sites)
-            self.sites.append(node)
-            self._site_ids[key] = ref
+            ref = len(self.program.sites)
+            self.program.sites.append((node, self))
+            self.program.site_ids[key] = ref
         return ref
 
     def report(self, finding: Finding) -> None:
-        if self.branch_stack and self.branch_stack[-1] and not finding.branches:
-            finding.branches = self.branch_stack[-1]
+        if finding.origin is None:
+            finding.origin = self
         key = finding.key()
-        if key in self._seen:
+        if key in self.program.seen:
             return
-        self._seen.add(key)
-        self.findings.append(finding)
+        self.program.seen.add(key)
+        self.program.findings.append(finding)
 
     def code_of(self, node: cst.CSTNode) -> str:
         return self.module.code_for_node(node)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import libcst as cst
 
@@ -30,6 +31,8 @@ class Finding:
     suggestions: list[Suggestion] = field(default_factory=list)
     branches: tuple[Branch, ...] = ()
     severity: str | None = None  # overrides the code's default when set
+    origin: Any = None  # the FileContext whose module holds `node` (set when reported)
+    call_chain: tuple[int, ...] = ()  # site refs of the calls that brought the types here, innermost first
 
     def key(self) -> tuple[str, int, str]:
         return (self.code, id(self.node), self.message)

@@ -7,7 +7,7 @@ delegates every call to `calls.dispatch`, which reads the rule registry.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -17,19 +17,25 @@ from spmdcheck.analysis.context import FileContext
 from spmdcheck.analysis.findings import Finding
 from spmdcheck.analysis.values import (
     NONE,
-    RANK,
     UNKNOWN,
     Alternatives,
     BoundMethod,
+    BuiltinValue,
+    ClassValue,
     ContextValue,
     DictValue,
     FunctionValue,
     Homogeneous,
+    InstanceValue,
     Literal,
+    MembersValue,
     MeshValue,
+    MethodValue,
     ModuleRef,
+    ModuleValue,
     RankValue,
     Seq,
+    SuperValue,
     TensorValue,
     TypeValue,
     Value,
@@ -37,6 +43,7 @@ from spmdcheck.analysis.values import (
     join,
 )
 from spmdcheck.lattice import AxisType, GradState, Kind, SpmdType
+from spmdcheck.program.graph import resolve_import
 from spmdcheck.rules.model import Returns
 
 _BINOP_DUNDER = {
@@ -72,9 +79,23 @@ _CMP_DUNDER = {
     cst.Equal: "__eq__",
     cst.NotEqual: "__ne__",
 }
-_BUILTINS = {"True": Literal(True), "False": Literal(False), "None": NONE}
+_BUILTINS: dict[str, Value] = {
+    "True": Literal(True),
+    "False": Literal(False),
+    "None": NONE,
+    "super": BuiltinValue("super"),
+    **{name: BuiltinValue(name) for name in calls.RANK_PRESERVING_BUILTINS},
+}
 UNTYPED = TensorValue()  # a tensor spmd_types never typed (no_typecheck results)
 TENSOR = "torch.Tensor"
+
+
+@dataclass
+class Scope:
+    """A module's top level: the file it belongs to and its global names."""
+
+    ctx: FileContext
+    globals: dict[str, Value]
 
 
 @dataclass
@@ -85,66 +106,149 @@ class Frame:
     globals: dict[str, Value]
     returns: list[tuple[Value, cst.CSTNode]] = field(default_factory=list)
     function: cst.FunctionDef | None = None
+    owner: ClassValue | None = None  # the class whose method this is (for super())
+    # in-place writes to parameters still bound to the caller's object: the call's effects on its arguments
+    param_effects: dict[str, Value] = field(default_factory=dict)
+    rebound: set[str] = field(default_factory=set)  # parameters reassigned: later writes are local
+
+
+@dataclass
+class Summary:
+    """What a call of a checked function did, for the same abstract arguments: replayed, not re-run."""
+
+    result: Value
+    collectives: list[tuple[str, str | None, cst.CSTNode]]
+    param_effects: dict[str, Value]
+    instance_states: list[tuple[InstanceValue, dict[str, Value]]]
+
+
+# Resolves a dotted module name to a checked module's top-level names, running it first if needed.
+Importer = Callable[[str], "Scope | None"]
 
 
 class Interpreter:
-    def __init__(self, ctx: FileContext) -> None:
+    def __init__(self, ctx: FileContext, importer: Importer | None = None) -> None:
         self.ctx = ctx
+        self.importer = importer
         self.grad_enabled = True
         self.mesh: tuple[str, ...] = ctx.options.mesh
         self.checking = True  # False inside spmd.no_typecheck
         self.inline_stack: list[cst.FunctionDef] = []
+        self.call_sites: list[tuple[FileContext, cst.CSTNode]] = []  # calls being inlined, outermost first
         self.frame = Frame({}, {})
-        self.functions: list[cst.FunctionDef] = []
+        self.scope = Scope(ctx, self.frame.env)
+        # functions to check on their own after the top level ran: (function, scope, owning class)
+        self.functions: list[tuple[cst.FunctionDef, Scope, ClassValue | None]] = []
         self.collectives: list[tuple[str, str | None, cst.CSTNode]] = []  # calls made, in order
         # writes to variables recorded instead of applied, while a call is typed per alternative
         self.effects: list[tuple[cst.CSTNode | None, Value]] | None = None
+        # rank-dependent conditions the code being run is under (early exits, loop bounds), with their node
+        self.divergent: list[tuple[RankValue, cst.CSTNode]] = []
+        self.last_test: Value = UNKNOWN  # the condition of the `if` that just ran
+        self.summaries: dict[tuple, Summary] = {}
+        self._instances: dict[int, InstanceValue] = {}  # class id -> the instance its methods are checked on
 
     # ------------------------------------------------------------------ entry
     def run_module(self, module: cst.Module) -> None:
+        """A single file: its top level, then every function on its own."""
+        self.run_top_level(module)
+        self.check_functions()
+
+    def run_top_level(self, module: cst.Module) -> Scope:
         self.frame = Frame({}, {})
         self.frame.globals = self.frame.env
+        self.scope = Scope(self.ctx, self.frame.env)
+        self.mesh = self.ctx.options.mesh
         self.exec_block(module.body)
-        module_env = self.frame.env
-        for fn in list(self.functions):
-            self.analyze_function(fn, module_env)
+        return self.scope
 
-    def analyze_function(self, fn: cst.FunctionDef, globals_: dict[str, Value]) -> None:
+    def check_functions(self) -> None:
+        while self.functions:
+            fn, scope, owner = self.functions.pop(0)
+            self.analyze_function(fn, scope, owner)
+
+    def enter_scope(self, scope: Scope) -> tuple:
+        """Switch to another module's file and globals (a call into it); returns what to restore."""
+        saved = (self.ctx, self.scope)
+        self.ctx, self.scope = scope.ctx, scope
+        return saved
+
+    def analyze_function(self, fn: cst.FunctionDef, scope: Scope, owner: ClassValue | None = None) -> None:
         """Check a function body on its own, its parameters typed by their annotations."""
         saved = (self.frame, self.grad_enabled, self.mesh, self.checking)
-        self.frame = Frame({}, globals_, function=fn)
+        restore = self.enter_scope(scope)
+        self.mesh = self.ctx.options.mesh
+        self.frame = Frame({}, scope.globals, function=fn, owner=owner)
         try:
             decor = calls.function_decorations(self, fn)
             if decor.skip:
                 return
             if decor.grad_enabled is not None:
                 self.grad_enabled = decor.grad_enabled
-            for param, value in calls.parameter_values(self, fn, decor, None):
+            receiver = self.instance_for(owner) if owner is not None and calls.takes_self(fn) else None
+            for param, value in calls.parameter_values(self, fn, decor, None, receiver):
                 self.frame.env[param] = value
             self.exec_block(_body(fn))
             calls.check_returns(self, fn, decor, self.frame.returns)
         finally:
             self.frame, self.grad_enabled, self.mesh, self.checking = saved
+            self.ctx, self.scope = restore
+
+    def instance_for(self, cls: ClassValue) -> InstanceValue:
+        """The object a class's methods are checked on: built by its `__init__` with default arguments."""
+        built = self._instances.get(id(cls))
+        if built is None:
+            built = InstanceValue(cls)
+            self._instances[id(cls)] = built
+            init = cls.lookup("__init__")
+            if isinstance(init, FunctionValue):
+                calls.call_function(self, init, [(None, built, init.node)], init.node, receiver=built)
+        return InstanceValue(cls, dict(built.attrs))  # each method sees its own copy
 
     # ------------------------------------------------------------- statements
     def exec_block(self, body: Sequence[cst.CSTNode]) -> None:
-        for stmt in body:
-            self.exec_stmt(stmt)
+        depth = len(self.divergent)
+        try:
+            for stmt in body:
+                self.exec_stmt(stmt)
+                if isinstance(stmt, cst.If) and isinstance(self.last_test, RankValue):
+                    exits = (_always_exits(stmt.body), stmt.orelse is not None and _always_exits(stmt.orelse))
+                    if exits[0] != exits[1]:
+                        # an early return/raise/continue on some ranks: the rest of the block runs on the others
+                        self.divergent.append((self.last_test, stmt))
+        finally:
+            del self.divergent[depth:]
+
+    def note_collective(self, api: str, axis: str | None, node: cst.CSTNode) -> None:
+        """A collective was issued: remember it (branch comparison) and check it runs on every rank of its group."""
+        self.collectives.append((api, axis, node))
+        for condition, where in self.divergent:
+            if condition.diverges_along(axis):
+                what = "loop" if isinstance(where, (cst.For, cst.While)) else "early exit"
+                site = self.ctx.site(where)
+                on = f"on axis {axis!r} " if axis else ""
+                self.report(
+                    Finding(
+                        "SPMD501",
+                        node,
+                        f"`{api}` {on}is reached only on some ranks of its group: the rank-dependent {what} at "
+                        f"{{site:{site}}} lets the other ranks skip it (or run it another number of times), "
+                        f"and the program hangs",
+                    )
+                )
+                return
 
     def exec_stmt(self, stmt: cst.CSTNode) -> None:
         if isinstance(stmt, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
             for small in stmt.body:
                 self.exec_small(small, stmt)
         elif isinstance(stmt, cst.FunctionDef):
-            self.frame.env[stmt.name.value] = FunctionValue(stmt, stmt.name.value)
+            owner = self.frame.owner if self.frame.function is None else None  # a method: defined in a class body
+            self.frame.env[stmt.name.value] = FunctionValue(stmt, stmt.name.value, self.scope, owner)
             if not self.inline_stack:  # nested functions are checked on their own too
-                self.functions.append(stmt)
+                self.functions.append((stmt, self.scope, owner))
         elif isinstance(stmt, cst.ClassDef):
-            self.frame.env[stmt.name.value] = UNKNOWN
-            if not self.inline_stack:
-                for item in _body(stmt):
-                    if isinstance(item, cst.FunctionDef):
-                        self.functions.append(item)
+            self.exec_class(stmt)
         elif isinstance(stmt, cst.If):
             self.exec_if(stmt)
         elif isinstance(stmt, (cst.For, cst.While)):
@@ -191,30 +295,73 @@ class Interpreter:
                 if isinstance(child, cst.BaseExpression):
                     self.eval(child)
 
+    def exec_class(self, node: cst.ClassDef) -> None:
+        """A class body runs once, in its own namespace; methods are checked with `self` an instance."""
+        bases = tuple(self.eval(arg.value) for arg in node.bases if arg.keyword is None and not arg.star)
+        cls = ClassValue(node.name.value, node, self.scope, bases, {}, {})
+        saved = self.frame
+        self.frame = Frame({}, saved.globals if saved.function is None else saved.globals, owner=cls)
+        # names of the enclosing scope stay visible while the class body runs (they are globals there)
+        if saved.function is not None:
+            self.frame.globals = {**saved.globals, **saved.env}
+        try:
+            for item in _body(node):
+                if isinstance(item, cst.SimpleStatementLine):
+                    for small in item.body:
+                        if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name):
+                            declared = calls.annotation_type(self, small.annotation.annotation)
+                            if declared:
+                                cls.declared[small.target.value] = declared
+                self.exec_stmt(item)
+            cls.namespace.update(self.frame.env)
+        finally:
+            self.frame = saved
+        self.frame.env[node.name.value] = cls
+
     def exec_import(self, node: cst.Import | cst.ImportFrom) -> None:
         if isinstance(node, cst.Import):
             for alias in node.names:
                 dotted = self.ctx.code_of(alias.name)
                 if alias.asname is not None:
                     local = self.ctx.code_of(alias.asname.name)
-                    self.frame.env[local] = ModuleRef(dotted)
+                    self.frame.env[local] = self._module_named(dotted)
                     self._note_spmd_alias(dotted, local)
                 else:
                     head = dotted.split(".")[0]
-                    self.frame.env[head] = ModuleRef(head)
+                    self.frame.env[head] = self._module_named(head)
             return
-        if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
-            if not isinstance(node.names, cst.ImportStar):
-                for alias in node.names:
-                    local = self.ctx.code_of(alias.asname.name) if alias.asname else self.ctx.code_of(alias.name)
-                    self.frame.env[local] = UNKNOWN
+        if isinstance(node.names, cst.ImportStar):
             return
-        module = self.ctx.code_of(node.module)
+        level = len(node.relative)
+        written = self.ctx.code_of(node.module) if node.module is not None else None
+        module = resolve_import(self.ctx.module_file, written, level) if self.ctx.module_file else written
+        if level and module is None:
+            module = None  # beyond the top-level package, or a relative import in a lone file
         for alias in node.names:
             name = self.ctx.code_of(alias.name)
             local = self.ctx.code_of(alias.asname.name) if alias.asname else name
-            self.frame.env[local] = ModuleRef(f"{module}.{name}")
+            if module is None:
+                self.frame.env[local] = UNKNOWN
+                continue
+            self.frame.env[local] = self._imported(module, name, relative=level > 0)
             self._note_spmd_alias(f"{module}.{name}", local)
+
+    def _module_named(self, dotted: str) -> Value:
+        scope = self.importer(dotted) if self.importer is not None else None
+        return ModuleValue(dotted) if scope is not None else ModuleRef(dotted)
+
+    def _imported(self, module: str, name: str, relative: bool) -> Value:
+        """`from module import name`: a checked module's own value, a checked submodule, or a qualified name."""
+        scope = self.importer(module) if self.importer is not None else None
+        if scope is not None:
+            if name in scope.globals:
+                return scope.globals[name]
+            if self.importer is not None and self.importer(f"{module}.{name}") is not None:
+                return ModuleValue(f"{module}.{name}")
+            return UNKNOWN  # a checked module without that name (or still running: an import cycle)
+        if self.importer is not None and self.importer(f"{module}.{name}") is not None:
+            return ModuleValue(f"{module}.{name}")
+        return UNKNOWN if relative else ModuleRef(f"{module}.{name}")
 
     def _note_spmd_alias(self, qualname: str, local: str) -> None:
         if qualname == "spmd_types":
@@ -241,6 +388,20 @@ class Interpreter:
 
     def exec_if(self, node: cst.If) -> None:
         test = self.eval(node.test)
+        self._exec_if(node, test)
+        self.last_test = test
+
+    def _exec_if(self, node: cst.If, test: Value) -> None:
+        if isinstance(test, Literal) and self.inline_stack:
+            # In a call with known arguments a constant condition picks its branch (a `reduce_results=True`
+            # default selects the reduction). Functions checked on their own keep both branches: there a
+            # module constant stands for a setting that may change.
+            taken = node.body if test.value else node.orelse
+            if isinstance(taken, cst.If):
+                self.exec_if(taken)
+            elif taken is not None:
+                self.exec_block(_body(taken))
+            return
         ref = self.ctx.site(node)
         before = dict(self.frame.env)
         start = len(self.collectives)
@@ -256,7 +417,7 @@ class Interpreter:
                 self.exec_block(_body(node.orelse))
         in_else = self.collectives[middle:]
         if isinstance(test, RankValue):
-            self._check_rank_branch(node, in_if, in_else)
+            self._check_rank_branch(node, test, in_if, in_else)
         after_else = self.frame.env
         merged: dict[str, Value] = {}
         for name in set(after_if) | set(after_else):
@@ -264,8 +425,14 @@ class Interpreter:
             merged[name] = join(a, b, ref)
         self.frame.env = merged
 
-    def _check_rank_branch(self, node: cst.If, in_if: list, in_else: list) -> None:
-        """Collectives must be called by every rank of their group: a rank-dependent branch may not differ."""
+    def _check_rank_branch(self, node: cst.If, test: RankValue, in_if: list, in_else: list) -> None:
+        """Collectives must be called by every rank of their group: a rank-dependent branch may not differ.
+
+        Only collectives whose group the condition splits count: a condition on the tp rank is the same
+        on every rank of a dp group, and `rank in ranks_of(g)` is the same on every member of g.
+        """
+        in_if = [c for c in in_if if test.diverges_along(c[1])]
+        in_else = [c for c in in_else if test.diverges_along(c[1])]
         if_keys = [(api, axis) for api, axis, _ in in_if]
         else_keys = [(api, axis) for api, axis, _ in in_else]
         if if_keys == else_keys:
@@ -290,9 +457,20 @@ class Interpreter:
     def exec_loop(self, node: cst.For | cst.While) -> None:
         if isinstance(node, cst.For):
             iterable = self.eval(node.iter)
-            item = _element_of(iterable)
+            item = iterable if isinstance(iterable, RankValue) else _element_of(iterable)
+            bound = iterable
         else:
-            self.eval(node.test)
+            bound = self.eval(node.test)
+            item = UNKNOWN
+        depth = len(self.divergent)
+        if isinstance(bound, RankValue):
+            self.divergent.append((bound, node))  # a rank-dependent trip count
+        try:
+            self._exec_loop(node, item)
+        finally:
+            del self.divergent[depth:]
+
+    def _exec_loop(self, node: cst.For | cst.While, item: Value) -> None:
         ref = self.ctx.site(node)
         # Iterate to a fixed point (bounded): a loop body may run zero or more times.
         for _ in range(4):
@@ -351,6 +529,7 @@ class Interpreter:
     def assign(self, target: cst.BaseExpression, value: Value, value_node: cst.CSTNode | None) -> None:
         if isinstance(target, cst.Name):
             self.frame.env[target.value] = value
+            self.frame.rebound.add(target.value)
         elif isinstance(target, (cst.Tuple, cst.List)):
             items = _unpack(value, len(target.elements))
             for element, item in zip(target.elements, items):
@@ -362,10 +541,16 @@ class Interpreter:
         elif isinstance(target, cst.Subscript):
             calls.setitem(self, target, value, value_node)
         elif isinstance(target, cst.Attribute):
+            owner = self.eval(target.value)
+            if isinstance(owner, InstanceValue):
+                declared = owner.cls.declared_type(target.attr.value)
+                if declared and value_node is not None:
+                    value = calls.check_declared(self, value, declared, value_node, "SPMD401", "annotated attribute")
+                owner.attrs[target.attr.value] = value
+                return
             key = _attr_path(target)
             if key is not None:
                 self.frame.env[key] = value
-            self.eval(target.value)
 
     def rebind(self, node: cst.CSTNode | None, value: Value) -> None:
         """An op changed the type of the tensor named by `node` (in place, assert_type).
@@ -395,11 +580,28 @@ class Interpreter:
 
     def _write(self, node: cst.CSTNode | None, value: Value) -> None:
         if isinstance(node, cst.Name):
-            self.frame.env[node.value] = value
+            name = node.value
+            self.frame.env[name] = value
+            if name in self.frame.param_effects or (
+                self.call_sites and name not in self.frame.rebound and _is_param(self.frame.function, name)
+            ):
+                self.frame.param_effects[name] = value  # the caller's object changed too
         elif isinstance(node, cst.Attribute):
+            owner = self._object_of(node.value)
+            if isinstance(owner, InstanceValue):
+                owner.attrs[node.attr.value] = value
+                return
             key = _attr_path(node)
             if key is not None:
                 self.frame.env[key] = value
+
+    def _object_of(self, node: cst.BaseExpression) -> Value:
+        """What a name or attribute chain denotes, without evaluating anything that could act."""
+        if isinstance(node, cst.Name):
+            return self.lookup(node.value)
+        if isinstance(node, cst.Attribute):
+            return self.object_attribute(self._object_of(node.value), node.attr.value)
+        return UNKNOWN
 
     # ------------------------------------------------------------ expressions
     def eval(self, node: cst.BaseExpression) -> Value:
@@ -437,6 +639,13 @@ class Interpreter:
             return self.frame.env[key]
         base = self.eval(node.value)
         attr = node.attr.value
+        if isinstance(base, (ModuleValue, InstanceValue, ClassValue)):
+            return self.object_attribute(base, attr)
+        if isinstance(base, SuperValue):
+            found = base.cls.lookup(attr, after=base.cls) if isinstance(base.cls, ClassValue) else None
+            if isinstance(found, FunctionValue):
+                return MethodValue(found, base.receiver)
+            return UNKNOWN
         if isinstance(base, ModuleRef):
             return self.resolve_ref(ModuleRef(f"{base.qualname}.{attr}"))
         if isinstance(base, (TensorValue, Alternatives)):
@@ -449,6 +658,32 @@ class Interpreter:
             return BoundMethod(base, qual)
         if isinstance(base, MeshValue):
             return BoundMethod(base, f"torch.distributed.device_mesh.DeviceMesh.{attr}")
+        return UNKNOWN
+
+    def object_attribute(self, base: Value, attr: str) -> Value:
+        """An attribute of a checked module, class or object (no side effects: safe to call anywhere)."""
+        if isinstance(base, ModuleValue):
+            scope = self.importer(base.name) if self.importer is not None else None
+            if scope is not None and attr in scope.globals:
+                return scope.globals[attr]
+            if self.importer is not None and self.importer(f"{base.name}.{attr}") is not None:
+                return ModuleValue(f"{base.name}.{attr}")
+            return UNKNOWN
+        if isinstance(base, InstanceValue):
+            if attr in base.attrs:
+                return base.attrs[attr]
+            found = base.cls.lookup(attr)
+            if isinstance(found, FunctionValue):
+                return MethodValue(found, base) if calls.takes_self(found.node) else found
+            if found is not None:
+                return found
+            declared = base.cls.declared_type(attr)
+            if declared:
+                return TensorValue(SpmdType(declared), GradState.UNKNOWN, None)
+            return UNKNOWN
+        if isinstance(base, ClassValue):
+            found = base.lookup(attr)
+            return found if found is not None else UNKNOWN
         return UNKNOWN
 
     def eval_Call(self, node: cst.Call) -> Value:
@@ -495,19 +730,25 @@ class Interpreter:
         ):
             return Literal(-operand.value)
         if isinstance(operand, RankValue):
-            return RANK
+            return operand
         if isinstance(operand, (TensorValue, Alternatives)) and isinstance(node.operator, cst.BitInvert):
             return calls.call_method(self, operand, f"{TENSOR}.__invert__", [], node, receiver_node=node.expression)
         return UNKNOWN
 
     def eval_Comparison(self, node: cst.Comparison) -> Value:
         left = self.eval(node.left)
-        result: Value = RANK if isinstance(left, RankValue) else UNKNOWN
+        result: Value = left if isinstance(left, RankValue) else UNKNOWN
         for target in node.comparisons:
             right = self.eval(target.comparator)
             dunder = _CMP_DUNDER.get(type(target.operator))
-            if isinstance(right, RankValue):
-                result = RANK
+            if isinstance(right, MembersValue) and isinstance(target.operator, (cst.In, cst.NotIn)):
+                # `rank in ranks_of(g)`: the same answer on every member of g (Megatron's membership guard);
+                # a group we cannot name leaves the relation unknown, and unknown is silent
+                result = (
+                    RankValue(None, frozenset({right.axis})) if right.axis is not None else RankValue(frozenset())
+                )
+            elif isinstance(right, RankValue):
+                result = right.combine(result) if isinstance(result, RankValue) else right
             if dunder and isinstance(left, (TensorValue, Alternatives)):
                 result = calls.call_method(
                     self, left, f"{TENSOR}.{dunder}", [(None, right, target.comparator)], node, receiver_node=node.left
@@ -517,7 +758,9 @@ class Interpreter:
 
     def eval_BooleanOperation(self, node: cst.BooleanOperation) -> Value:
         left, right = self.eval(node.left), self.eval(node.right)
-        return RANK if isinstance(left, RankValue) or isinstance(right, RankValue) else UNKNOWN
+        if isinstance(left, RankValue):
+            return left.combine(right)
+        return right if isinstance(right, RankValue) else UNKNOWN
 
     def eval_IfExp(self, node: cst.IfExp) -> Value:
         self.eval(node.test)
@@ -604,8 +847,12 @@ class Interpreter:
 
     # ---------------------------------------------------------------- helpers
     def report(self, finding: Finding) -> None:
-        if self.checking:
-            self.ctx.report(finding)
+        if not self.checking:
+            return
+        if self.call_sites and not finding.call_chain and any(ctx is not self.ctx for ctx, _ in self.call_sites):
+            # types came from another file: name the calls that brought them here, innermost first
+            finding.call_chain = tuple(ctx.site(call) for ctx, call in reversed(self.call_sites))
+        self.ctx.report(finding)
 
     def result_grad(self, grads: Sequence[GradState]) -> GradState:
         if not self.grad_enabled:
@@ -645,6 +892,26 @@ def _attr_path(node: cst.BaseExpression) -> str | None:
         parts.append(node.value)
         return ".".join(reversed(parts))
     return None
+
+
+def _always_exits(block: cst.CSTNode) -> bool:
+    """The block ends in return/raise/continue/break on every path."""
+    body = _body(block)
+    if not body:
+        return False
+    last = body[-1]
+    if isinstance(last, cst.SimpleStatementLine):
+        return any(isinstance(s, (cst.Return, cst.Raise, cst.Continue, cst.Break)) for s in last.body)
+    if isinstance(last, cst.If):
+        return last.orelse is not None and _always_exits(last.body) and _always_exits(last.orelse)
+    return False
+
+
+def _is_param(fn: cst.FunctionDef | None, name: str) -> bool:
+    if fn is None:
+        return False
+    params = fn.params
+    return any(p.name.value == name for p in (*params.posonly_params, *params.params, *params.kwonly_params))
 
 
 def _target_key(node: cst.CSTNode | None) -> str | None:

@@ -42,10 +42,40 @@ NUMBER = PyNumber()
 
 @dataclass(frozen=True)
 class RankValue(Value):
-    """A Python value that differs across ranks (dist.get_rank(), and anything computed from it)."""
+    """A Python value that differs across ranks (dist.get_rank(), and anything computed from it).
+
+    `varies`: the mesh axes along which it differs (None: along every axis, like the global rank).
+    `invariant`: axes along which it is known to be the same (`rank in ranks_of(group)` is the same
+    on every member of the group). A collective on axis `a` under a condition on this value runs on
+    only some ranks of its group when `diverges_along(a)`.
+    """
+
+    varies: frozenset[str] | None = None
+    invariant: frozenset[str] = frozenset()
+
+    def diverges_along(self, axis: str | None) -> bool:
+        if axis is not None and axis in self.invariant:
+            return False
+        if self.varies is None:
+            return axis is not None or not self.invariant
+        return axis is not None and axis in self.varies
+
+    def combine(self, other: Value) -> RankValue:
+        """A value computed from this one and `other` (arithmetic, comparison, and/or)."""
+        if not isinstance(other, RankValue):
+            return self
+        varies = None if self.varies is None or other.varies is None else self.varies | other.varies
+        return RankValue(varies, self.invariant & other.invariant)
 
 
 RANK = RankValue()
+
+
+@dataclass(frozen=True)
+class MembersValue(Value):
+    """The ranks of a group (`dist.get_process_group_ranks(g)`): membership is the same on all of them."""
+
+    axis: str | None
 
 
 @dataclass(frozen=True)
@@ -145,10 +175,87 @@ class BoundMethod(Value):
 
 @dataclass(frozen=True)
 class FunctionValue(Value):
-    """A function defined in the file being checked."""
+    """A function defined in a checked file."""
 
     node: cst.FunctionDef
     qualname: str
+    scope: Any = field(default=None, compare=False, hash=False)  # the Scope it was defined in
+    owner: Any = field(default=None, compare=False, hash=False)  # the ClassValue of a method
+
+
+@dataclass(frozen=True)
+class ModuleValue(Value):
+    """A checked module of the program (its top-level names are known)."""
+
+    name: str
+
+
+@dataclass(eq=False)
+class ClassValue(Value):
+    """A class defined in a checked file. Identity is the class: two evaluations are one class."""
+
+    name: str
+    node: cst.ClassDef
+    scope: Any
+    bases: tuple[Value, ...]
+    namespace: dict[str, Value]
+    declared: dict[str, Any]  # attribute -> declared SPMD axes (class-level annotations)
+
+    def mro(self) -> list[ClassValue]:
+        out: list[ClassValue] = []
+        for cls in [self, *(c for b in self.bases if isinstance(b, ClassValue) for c in b.mro())]:
+            if cls not in out:
+                out.append(cls)
+        return out
+
+    def lookup(self, name: str, after: ClassValue | None = None) -> Value | None:
+        chain = self.mro()
+        if after is not None and after in chain:
+            chain = chain[chain.index(after) + 1 :]
+        for cls in chain:
+            if name in cls.namespace:
+                return cls.namespace[name]
+        return None
+
+    def declared_type(self, name: str) -> Any:
+        for cls in self.mro():
+            if name in cls.declared:
+                return cls.declared[name]
+        return None
+
+
+@dataclass(eq=False)
+class InstanceValue(Value):
+    """An object of a checked class: its attributes as the analysis has seen them assigned."""
+
+    cls: ClassValue
+    attrs: dict[str, Value] = field(default_factory=dict)
+
+    def snapshot(self) -> tuple:
+        return (id(self), tuple(sorted(self.attrs.items(), key=lambda kv: kv[0])))
+
+
+@dataclass(frozen=True)
+class MethodValue(Value):
+    """`obj.method`: a checked function with its receiver."""
+
+    func: FunctionValue
+    receiver: Value
+
+
+@dataclass(frozen=True)
+class SuperValue(Value):
+    """`super()` inside a method of `cls`."""
+
+    cls: ClassValue
+    receiver: Value
+
+
+@dataclass(frozen=True)
+class BuiltinValue(Value):
+    """A builtin the analysis models (`super`, `isinstance`)."""
+
+    name: str
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 
@@ -73,38 +74,89 @@ def make(
 def render(
     path: str, module: cst.Module, findings: list[Finding], sites: list[cst.CSTNode], source_lines: list[str]
 ) -> list[Diagnostic]:
+    """One file's findings (all in `module`) as diagnostics."""
     if not findings:
         return []
-    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    located = ProgramPositions()
+    located.add(None, path, module, source_lines)
+    return located.render(findings, [(node, None) for node in sites]).get(path, [])
 
-    def line_of(node: cst.CSTNode) -> int:
-        pos = positions.get(node)
-        return pos.start.line if pos is not None else 0
 
-    out: list[Diagnostic] = []
-    for f in findings:
-        pos = positions.get(f.node)
-        if pos is None:
-            continue
-        message = _SITE.sub(lambda m: f"line {line_of(sites[int(m.group(1))])}", f.message)
-        if f.branches:
-            message += " " + _branch_note(f, sites, line_of)
-        info = CODES[f.code]
-        diag = Diagnostic(
-            path,
-            pos.start.line,
-            pos.start.column + 1,
-            pos.end.line,
-            pos.end.column + 1,
-            f.code,
-            info.name,
-            f.severity or info.severity,
-            message,
-            [SuggestionOut(s.message, s.replacement, _span(positions, s.target)) for s in f.suggestions],
-        )
-        if not suppressed(diag, source_lines):
-            out.append(diag)
-    return out
+class ProgramPositions:
+    """Positions of the files of one program, resolved lazily: only files with findings pay for them."""
+
+    def __init__(self) -> None:
+        self._files: dict[int, tuple[str, cst.Module, list[str]]] = {}
+        self._positions: dict[int, object] = {}
+
+    def add(self, origin: object, path: str, module: cst.Module, source_lines: list[str]) -> None:
+        self._files[id(origin)] = (path, module, source_lines)
+
+    def _table(self, origin: object):  # noqa: ANN202
+        key = id(origin)
+        if key not in self._positions:
+            module = self._files[key][1]
+            self._positions[key] = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+        return self._positions[key]
+
+    def render(self, findings: list[Finding], sites: list[tuple[cst.CSTNode, object]]) -> dict[str, list[Diagnostic]]:
+        out: dict[str, list[Diagnostic]] = {}
+        for f in findings:
+            key = id(f.origin) if id(f.origin) in self._files else id(None)
+            if key not in self._files:
+                continue
+            path, _, source_lines = self._files[key]
+            origin = f.origin if key == id(f.origin) else None
+            positions = self._table(origin)
+            pos = positions.get(f.node)
+            if pos is None:
+                continue  # a node the analysis made up (never in a module): nothing to point at
+
+            def where(ref: int, here: str = path) -> str:
+                node, site_origin = sites[ref]
+                site_key = id(site_origin) if id(site_origin) in self._files else id(None)
+                site_pos = self._table(site_origin if site_key == id(site_origin) else None).get(node)
+                line = site_pos.start.line if site_pos is not None else 0
+                site_path = self._files[site_key][0]
+                return f"line {line}" if site_path == here else f"{_short(site_path)}:{line}"
+
+            message = _SITE.sub(lambda m: where(int(m.group(1))), f.message)
+            if f.branches:
+                message += " " + _branch_note(f, [n for n, _ in sites], functools.partial(_line, positions))
+            if f.call_chain:
+                message += " (" + ", ".join(f"called from {where(ref, '')}" for ref in f.call_chain) + ")"
+            info = CODES[f.code]
+            diag = Diagnostic(
+                path,
+                pos.start.line,
+                pos.start.column + 1,
+                pos.end.line,
+                pos.end.column + 1,
+                f.code,
+                info.name,
+                f.severity or info.severity,
+                message,
+                [SuggestionOut(s.message, s.replacement, _span(positions, s.target)) for s in f.suggestions],
+            )
+            if not suppressed(diag, source_lines):
+                out.setdefault(path, []).append(diag)
+        return out
+
+
+def _line(positions, node: cst.CSTNode) -> int:  # noqa: ANN001
+    pos = positions.get(node)
+    return pos.start.line if pos is not None else 0
+
+
+def _short(path: str) -> str:
+    """A file named in a message: relative to the working directory when it is below it."""
+    import os
+
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return path if rel.startswith("..") else rel
 
 
 def _span(positions, node: cst.CSTNode | None) -> tuple[int, int, int, int] | None:  # noqa: ANN001

@@ -113,6 +113,9 @@ class OpRule:
     factory_rank: int | None = None  # a fixed rank (arange: 1, eye: 2)
     passthrough: bool = False
     rank_dependent: bool = False  # returns a value that differs across ranks (a rank index)
+    rank_axis: str | None = None  # ... only along this mesh axis (a rank within the tp group); None: every axis
+    rank_group_param: str | None = None  # ... along the axis of the group (or mesh dim) this parameter names
+    group_members_param: str | None = None  # returns the ranks of the group this parameter names
     opaque: bool = False
     grad: str | None = None  # "yes", "no"
     dims: DimsRule | None = None

@@ -226,6 +226,11 @@ def _apply_decorator(rule: OpRule, name: str, args: list[object], kwargs: dict[s
     elif name == "rank_dependent":
         rule.rank_dependent = True
         rule.passthrough = True
+        rule.rank_axis = kwargs.get("axis")  # type: ignore[assignment]
+        rule.rank_group_param = kwargs.get("group")  # type: ignore[assignment]
+    elif name == "group_members":
+        rule.group_members_param = str(kwargs.get("param", args[0] if args else "group"))
+        rule.returns = Returns.VALUE
     elif name == "opaque":
         rule.opaque = True
     elif name == "grad":

@@ -6,6 +6,7 @@ share a reading bug with the checker it judges. The one exception is
 :func:`inferred_return_types`, used only when a program does not annotate what
 ``step`` returns.
 """
+
 from __future__ import annotations
 
 import ast
@@ -18,10 +19,14 @@ HEADER_STRICT = re.compile(r"^#\s*spmdcheck:\s*strict\b", re.MULTILINE)
 EXPECT = re.compile(r"#\s*(error|warning):\s*((?:SPMD\d{3})(?:\s*,\s*SPMD\d{3})*)")
 
 KINDS = {
-    "R": "R", "Replicate": "R",
-    "I": "I", "Invariant": "I",
-    "V": "V", "Varying": "V",
-    "P": "P", "Partial": "P",
+    "R": "R",
+    "Replicate": "R",
+    "I": "I",
+    "Invariant": "I",
+    "V": "V",
+    "Varying": "V",
+    "P": "P",
+    "Partial": "P",
 }
 
 
@@ -203,8 +208,12 @@ def parse_return(node: ast.AST | None, mesh: tuple[str, ...]) -> list[TypeMap] |
 
 # --------------------------------------------------------------------------- module constants
 _BINOPS = {
-    ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
-    ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b, ast.Pow: lambda a, b: a ** b,
+    ast.Add: lambda a, b: a + b,
+    ast.Sub: lambda a, b: a - b,
+    ast.Mult: lambda a, b: a * b,
+    ast.FloorDiv: lambda a, b: a // b,
+    ast.Mod: lambda a, b: a % b,
+    ast.Pow: lambda a, b: a**b,
 }
 
 
@@ -276,12 +285,17 @@ def read_program(source: str, path: str = "<program>", entry: str = ENTRY) -> Pr
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and node.name == entry:
             fn = node
-        targets = node.targets if isinstance(node, ast.Assign) else (
-            [node.target] if isinstance(node, ast.AnnAssign) and node.value is not None else [])
+        targets = (
+            node.targets
+            if isinstance(node, ast.Assign)
+            else ([node.target] if isinstance(node, ast.AnnAssign) and node.value is not None else [])
+        )
         if any(isinstance(t, ast.Name) and t.id == "GLOBAL_SHAPES" for t in targets):
             try:
-                shapes = {str(k): tuple(int(d) for d in v)  # type: ignore[union-attr]
-                          for k, v in const_eval(node.value, env).items()}  # type: ignore[union-attr]
+                shapes = {
+                    str(k): tuple(int(d) for d in v)  # type: ignore[union-attr]
+                    for k, v in const_eval(node.value, env).items()
+                }  # type: ignore[union-attr]
             except (SpecError, ValueError, TypeError, AttributeError) as exc:
                 raise SpecError(f"GLOBAL_SHAPES is not a literal dict of shapes: {exc}") from exc
     if fn is None:
@@ -292,13 +306,13 @@ def read_program(source: str, path: str = "<program>", entry: str = ENTRY) -> Pr
         raise SpecError(f"`{entry}` must take plain named parameters")
     args = fn.args.args + fn.args.kwonlyargs
     n_pos_defaults = len(fn.args.defaults)
-    defaults = {a.arg for a in fn.args.args[len(fn.args.args) - n_pos_defaults:]}
+    defaults = {a.arg for a in fn.args.args[len(fn.args.args) - n_pos_defaults :]}
     defaults |= {a.arg for a, d in zip(fn.args.kwonlyargs, fn.args.kw_defaults) if d is not None}
     if not mesh:  # no header: the axes the annotations name, in order of appearance
         seen: list[str] = []
         for a in args:
             t = parse_annotation(a.annotation, ())
-            for axis in (t or {}):
+            for axis in t or {}:
                 if axis not in seen:
                     seen.append(axis)
         mesh = tuple(seen)
@@ -318,8 +332,9 @@ def read_program(source: str, path: str = "<program>", entry: str = ENTRY) -> Pr
                 raise SpecError(f"parameter {a.arg!r} names axes {sorted(unknown)} outside the mesh {list(mesh)}")
         params.append(Param(a.arg, types, shape, a.arg in defaults))
     returns = parse_return(fn.returns, mesh)
-    return ProgramSpec(path, source, mesh, bool(HEADER_STRICT.search(source)), entry, params, returns,
-                       expected_diagnostics(source))
+    return ProgramSpec(
+        path, source, mesh, bool(HEADER_STRICT.search(source)), entry, params, returns, expected_diagnostics(source)
+    )
 
 
 # --------------------------------------------------------------------------- spmdcheck's inferred result type
@@ -344,9 +359,9 @@ def inferred_return_types(source: str, mesh: tuple[str, ...], entry: str = ENTRY
     captured: list = []
 
     class Capturing(interp_mod.Interpreter):
-        def analyze_function(self, fn, globals_):  # noqa: ANN001
+        def analyze_function(self, fn, *rest):  # noqa: ANN001
             if fn.name.value != entry or self.inline_stack:
-                return super().analyze_function(fn, globals_)
+                return super().analyze_function(fn, *rest)
             orig = interp_mod.calls.check_returns
 
             def spy(interp, f, decor, returns):  # noqa: ANN001
@@ -356,7 +371,7 @@ def inferred_return_types(source: str, mesh: tuple[str, ...], entry: str = ENTRY
 
             interp_mod.calls.check_returns = spy
             try:
-                return super().analyze_function(fn, globals_)
+                return super().analyze_function(fn, *rest)
             finally:
                 interp_mod.calls.check_returns = orig
 

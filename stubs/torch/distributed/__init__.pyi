@@ -10,7 +10,7 @@ from typing import Any
 
 from torch import Tensor
 
-from spmdcheck.annotations import passthrough, raw_collective, rank_dependent
+from spmdcheck.annotations import group_members, passthrough, raw_collective, rank_dependent
 
 from .device_mesh import DeviceMesh as DeviceMesh
 from .device_mesh import init_device_mesh as init_device_mesh
@@ -100,7 +100,7 @@ def reduce(
 
 # ----- process-group management and metadata (untyped values) ---------------
 
-@rank_dependent
+@rank_dependent(group="group")
 def get_rank(group: ProcessGroup | None = None) -> int: ...
 @passthrough
 def get_world_size(group: ProcessGroup | None = None) -> int: ...
@@ -134,7 +134,7 @@ def new_group(
     group_desc: str | None = None,
     device_id: Any = None,
 ) -> ProcessGroup: ...
-@passthrough
+@group_members("group")
 def get_process_group_ranks(group: ProcessGroup | None) -> list[int]: ...
 @rank_dependent
 def get_global_rank(group: ProcessGroup, group_rank: int) -> int: ...
