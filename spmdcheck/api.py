@@ -214,21 +214,24 @@ def _guarded(paths: list[str], run: Callable[[], dict[str, list[Diagnostic]]]) -
 
 
 def plan_programs(
-    paths: list[str], settings: Settings, registry: Registry | None = None, mapper: Callable = map
+    paths: list[str],
+    settings: Settings,
+    registry: Registry | None = None,
+    mapper: Callable = map,
+    scans: list[prepass.FileScan | None] | None = None,
 ) -> tuple[list[FileResult], list[list[LoadedFile]]]:
     """Read the files and group them into programs: the relevant files and the checked files they import,
     split into the connected parts of the import graph (each part is analysed as one program).
 
-    The pre-pass (`prepass`, run through `mapper` on worker processes) decides which files are
-    relevant and blanks inert function bodies; with SPMDCHECK_NO_PREPASS=1 every file is relevant.
+    The pre-pass (`scan_files`, run through `mapper` on worker processes, unless its `scans` are
+    given) decides which files are relevant and blanks inert function bodies; with
+    SPMDCHECK_NO_PREPASS=1 every file is relevant.
     """
     done: list[FileResult] = []
     loaded: dict[str, LoadedFile] = {}
     if prepass.enabled():
-        registry = registry if registry is not None else load_registry(settings.stub_path)
-        seeds = prepass.seed_words(registry, bool(settings.mesh))
-        scans = list(mapper(_scan_path, [(p, seeds) for p in paths]))
-        prepass.spread([s for s in scans if s is not None])
+        if scans is None:
+            scans = scan_files(paths, settings, registry, mapper)[0]
         graph = _graph_of([s for s in scans if s is not None])
         for path, scan in zip(paths, scans):
             item = load_file(path, settings)
@@ -286,6 +289,29 @@ def check_program(files: list[LoadedFile], settings: Settings, registry: Registr
     )
 
 
+def scan_files(
+    paths: list[str],
+    settings: Settings,
+    registry: Registry | None,
+    mapper: Callable = map,
+    known: dict[str, prepass.FileScan] | None = None,
+) -> tuple[list[prepass.FileScan | None], dict[str, list]]:
+    """The pre-pass over `paths` (None for a file that cannot be read), tainted to its fixed point;
+    and the new scans as plain data, before the taint, for the cache. `known` (untainted scans from
+    the cache) are reused."""
+    known = known or {}
+    todo = [p for p in paths if p not in known]
+    fresh: dict[str, prepass.FileScan | None] = {}
+    if todo:
+        registry = registry if registry is not None else load_registry(settings.stub_path)
+        seeds = prepass.seed_words(registry, bool(settings.mesh))
+        fresh = dict(zip(todo, mapper(_scan_path, [(p, seeds) for p in todo])))
+    scans = [fresh[p] if p in fresh else known[p] for p in paths]
+    untainted = {p: prepass.scan_to_plain(s) for p, s in fresh.items() if s is not None}
+    prepass.spread([s for s in scans if s is not None])
+    return scans, untainted
+
+
 def _scan_path(item: tuple[str, frozenset[str]]) -> prepass.FileScan | None:
     path, seeds = item
     try:
@@ -314,3 +340,138 @@ def check_files(paths: list[str], settings: Settings, registry: Registry | None 
         done += check_program(files, settings, registry)
     order = {p: i for i, p in enumerate(paths)}
     return sorted(done, key=lambda r: order.get(r.path, len(order)))
+
+
+def run_check(
+    files: list[str], settings: Settings, registry: Registry | None, jobs: int, result_cache: object = None
+) -> list[FileResult]:
+    """The command line's run: the pre-pass, then each program (a connected part of the import graph)
+    on a pool of `jobs` processes; with a `cache.ResultCache`, unchanged programs are not analysed
+    again and an unchanged tree is answered from the cache alone."""
+    from spmdcheck import cache as caching
+
+    store: caching.ResultCache | None = result_cache  # type: ignore[assignment]
+    hashes: dict[str, str] = {}
+    if store is not None:
+        for f in files:
+            try:
+                hashes[f] = caching.content_hash(pathlib.Path(f).read_bytes())
+            except OSError:
+                pass
+        tree = caching.tree_key(hashes) + ("" if prepass.enabled() else "-whole")
+        if tree == store.tree and len(hashes) == len(files) and all(f in store.results for f in files):
+            return [
+                FileResult(f, caching.from_plain(f, store.results[f][1]), skipped=store.results[f][0]) for f in files
+            ]
+    jobs = max(1, min(jobs or (os.cpu_count() or 1), len(files)))
+    with _LazyPool(jobs if len(files) >= 8 else 1, settings, registry) as pool:
+        scans = None
+        if prepass.enabled():
+            known = {}
+            if store is not None:
+                for f, h in hashes.items():
+                    plain = store.scan(f, h)
+                    scan = prepass.scan_from_plain(f, plain) if plain is not None else None
+                    if scan is not None:
+                        known[f] = scan
+            scans, fresh = scan_files(files, settings, registry, pool.map, known)
+            if store is not None:
+                for f, plain in fresh.items():
+                    if f in hashes:
+                        store.store_scan(f, hashes[f], plain)
+        done, programs = plan_programs(files, settings, registry, pool.map, scans)
+        todo: list[list[LoadedFile]] = []
+        keys: dict[int, str] = {}
+        programs_seen: dict[str, dict] = {}
+        for program in programs:
+            key = None
+            if store is not None and all(f.path in hashes for f in program):
+                key = caching.program_key(
+                    (f.path, hashes[f.path], f.relevant, f.blanked and caching.content_hash(f.blanked.encode()))
+                    for f in program
+                )
+                cached = store.programs.get(key)
+                if cached is not None and all(f.path in cached for f in program):
+                    done += [FileResult(f.path, caching.from_plain(f.path, cached[f.path])) for f in program]
+                    programs_seen[key] = cached
+                    continue
+                keys[id(program)] = key
+            todo.append(program)
+        # Big programs first, so one large program does not end the run alone on one core.
+        todo.sort(key=lambda p: -sum(len(f.blanked or f.text) for f in p))
+        for program, results in pool.run_programs(todo):
+            done += results
+            key = keys.get(id(program))
+            if key is not None and not any(d.code == "SPMD000" for r in results for d in r.diagnostics):
+                programs_seen[key] = {r.path: caching.to_plain(r.diagnostics) for r in results}
+    order = {p: i for i, p in enumerate(files)}
+    done.sort(key=lambda r: order.get(r.path, len(order)))
+    if store is not None:
+        complete = len(hashes) == len(files) and not any(d.code == "SPMD000" for r in done for d in r.diagnostics)
+        store.finish(
+            tree if complete else "",
+            {r.path: (r.skipped, caching.to_plain(r.diagnostics)) for r in done} if complete else {},
+            programs_seen,
+        )
+    return done
+
+
+_WORKER_STATE: tuple[Settings, Registry | None] | None = None
+
+
+def _check_program_in_worker(program: list[LoadedFile]) -> tuple[list[LoadedFile], list[FileResult]]:
+    settings, registry = _WORKER_STATE  # type: ignore[misc]
+    return program, check_program(program, settings, registry)
+
+
+class _LazyPool:
+    """Forked workers started on first need (an all-cached run never starts them), with the registry
+    loaded once in the parent before the fork."""
+
+    def __init__(self, jobs: int, settings: Settings, registry: Registry | None) -> None:
+        self.jobs, self.settings, self._registry = jobs, settings, registry
+        self.pool = None
+
+    def __enter__(self) -> _LazyPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.pool is not None:
+            self.pool.terminate()
+            self.pool.join()
+
+    @property
+    def registry(self) -> Registry:
+        if self._registry is None:
+            self._registry = load_registry(self.settings.stub_path)
+        return self._registry
+
+    def _start(self) -> bool:
+        global _WORKER_STATE
+        if self.jobs <= 1:
+            return False
+        if self.pool is None:
+            import multiprocessing as mp
+
+            _WORKER_STATE = (self.settings, self.registry)
+            try:
+                self.pool = mp.get_context("fork").Pool(self.jobs)
+            except (ValueError, OSError):
+                self.jobs = 1
+                return False
+        return True
+
+    def map(self, fn: Callable, items: list) -> list:
+        items = list(items)
+        if len(items) < 8 or not self._start():
+            return [fn(i) for i in items]
+        return self.pool.map(fn, items, 4)  # type: ignore[union-attr]
+
+    def run_programs(self, programs: list[list[LoadedFile]]):  # noqa: ANN201
+        if not programs:
+            return
+        if len(programs) < 2 or not self._start():
+            for program in programs:
+                yield program, check_program(program, self.settings, self.registry)
+            return
+        yield from self.pool.imap_unordered(_check_program_in_worker, programs, chunksize=1)  # type: ignore[union-attr]

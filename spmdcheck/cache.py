@@ -113,18 +113,17 @@ def content_hash(data: bytes) -> str:
 
 
 @dataclass
-class Entry:
-    content: str  # the file's content hash
-    deps: str  # hash of the content hashes of the checked files it imports, transitively
-    imports: list[str]  # module names its import statements may refer to (for the graph)
-    diagnostics: list[list[Any]]  # Diagnostic fields, plain data
-
-
-@dataclass
 class ResultCache:
+    """One run key's store. `files`: path -> (content hash, pre-pass scan); `programs`: a program's
+    key (its files' paths, content hashes and plans) -> each file's diagnostics; `tree`: the key of the
+    whole last run (every path and content hash) with each file's result, for an unchanged tree."""
+
     file: pathlib.Path
     key: str
-    entries: dict[str, Entry] = field(default_factory=dict)
+    files: dict[str, tuple[str, object]] = field(default_factory=dict)
+    programs: dict[str, dict[str, list[list[Any]]]] = field(default_factory=dict)
+    tree: str = ""
+    results: dict[str, tuple[bool, list[list[Any]]]] = field(default_factory=dict)
     stub_errors: list[str] | None = None
     dirty: bool = False
 
@@ -140,31 +139,38 @@ class ResultCache:
         errors = doc.get("stub_errors")
         if isinstance(errors, list) and all(isinstance(e, str) for e in errors):
             cache.stub_errors = errors
-        entries = doc.get("files")
-        if isinstance(entries, dict):
-            for path, raw in entries.items():
-                entry = _entry(raw)
-                if entry is not None:
-                    cache.entries[path] = entry
+        for path, entry in _dict(doc.get("files")).items():
+            if isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str):
+                cache.files[path] = (entry[0], entry[1])
+        for pkey, per_file in _dict(doc.get("programs")).items():
+            per_file = _dict(per_file)
+            if per_file and all(_diagnostics_shape(d) for d in per_file.values()):
+                cache.programs[pkey] = per_file
+        tree, results = doc.get("tree"), _dict(doc.get("results"))
+        if isinstance(tree, str) and all(
+            isinstance(r, list) and len(r) == 2 and isinstance(r[0], bool) and _diagnostics_shape(r[1])
+            for r in results.values()
+        ):
+            cache.tree, cache.results = tree, {p: (r[0], r[1]) for p, r in results.items()}
         return cache
 
-    def lookup(self, path: str, content: str, deps: str) -> list[list[Any]] | None:
-        entry = self.entries.get(path)
-        if entry is None or entry.content != content or entry.deps != deps:
-            return None
-        return entry.diagnostics
+    def scan(self, path: str, content: str) -> object | None:
+        entry = self.files.get(path)
+        return entry[1] if entry is not None and entry[0] == content else None
 
-    def imports(self, path: str, content: str) -> list[str] | None:
-        entry = self.entries.get(path)
-        return entry.imports if entry is not None and entry.content == content else None
-
-    def store(self, path: str, entry: Entry) -> None:
-        self.entries[path] = entry
+    def store_scan(self, path: str, content: str, plain: object) -> None:
+        self.files[path] = (content, plain)
         self.dirty = True
 
     def set_stub_errors(self, errors: list[str]) -> None:
         if self.stub_errors != errors:
             self.stub_errors = list(errors)
+            self.dirty = True
+
+    def finish(self, tree: str, results: dict[str, tuple[bool, list[list[Any]]]], programs: dict) -> None:
+        """Remember this run: its tree key, every file's result, and the programs it analysed."""
+        if tree != self.tree or results != self.results or programs.keys() != self.programs.keys():
+            self.tree, self.results, self.programs = tree, results, programs
             self.dirty = True
 
     def save(self) -> None:
@@ -174,7 +180,10 @@ class ResultCache:
             "version": FORMAT_VERSION,
             "key": self.key,
             "stub_errors": self.stub_errors,
-            "files": {p: asdict(e) for p, e in self.entries.items()},
+            "tree": self.tree,
+            "results": {p: list(r) for p, r in self.results.items()},
+            "files": {p: list(e) for p, e in self.files.items()},
+            "programs": self.programs,
         }
         tmp = None
         try:
@@ -182,7 +191,7 @@ class ResultCache:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 json.dump(doc, fh, separators=(",", ":"))
             os.replace(tmp, self.file)
-        except OSError:
+        except (OSError, TypeError, ValueError):
             if tmp is not None:
                 try:
                     os.unlink(tmp)
@@ -191,17 +200,24 @@ class ResultCache:
         self.dirty = False
 
 
-def _entry(raw: object) -> Entry | None:
-    if not isinstance(raw, dict):
-        return None
-    content, deps, imports, diags = raw.get("content"), raw.get("deps"), raw.get("imports"), raw.get("diagnostics")
-    if not (isinstance(content, str) and isinstance(deps, str)):
-        return None
-    if not (isinstance(imports, list) and all(isinstance(i, str) for i in imports)):
-        return None
-    if not (isinstance(diags, list) and all(_diagnostic_shape(d) for d in diags)):
-        return None
-    return Entry(content, deps, imports, diags)
+def tree_key(hashes: dict[str, str]) -> str:
+    h = hashlib.sha256()
+    for path in sorted(hashes):
+        h.update(f"{path}\0{hashes[path]}\0".encode("utf-8", "surrogateescape"))
+    return h.hexdigest()
+
+
+def program_key(items: Iterable[tuple[str, str, bool, object]]) -> str:
+    """A program's key: each file's path, content hash, whether it is relevant, and its blanked spans."""
+    return hashlib.sha256(json.dumps(sorted(items, key=lambda i: i[0])).encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def _dict(value: object) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def _diagnostics_shape(value: object) -> bool:
+    return isinstance(value, list) and all(_diagnostic_shape(d) for d in value)
 
 
 def _diagnostic_shape(d: object) -> bool:

@@ -42,8 +42,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     check.add_argument("--color", choices=("auto", "always", "never"), default="auto")
     check.add_argument("--stdin-filename", default=None, help="with the path `-`: the name to report for stdin")
+    check.add_argument("--no-cache", action="store_true", help="neither read nor write the result cache")
     explain = sub.add_parser("explain", help="print the documentation of a diagnostic code")
     explain.add_argument("code")
+    clean = sub.add_parser("clean", help="remove the result cache (.spmdcheck_cache/) of the project")
+    clean.add_argument("paths", nargs="*", default=None)
     rules = sub.add_parser("rules", help="list every diagnostic code")
     rules.add_argument("--output-format", choices=("text", "json"), default="text")
     return ap
@@ -59,6 +62,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _explain(args.code)
     if args.command == "rules":
         return _rules(args.output_format)
+    if args.command == "clean":
+        return _clean(args.paths or ["."])
     if args.command != "check":
         ap.print_help(sys.stderr)
         return EXIT_USAGE
@@ -100,6 +105,40 @@ def _rules(fmt: str) -> int:
         flag = " (strict)" if c.strict_only else ""
         print(f"{c.code}  {c.name:<34} {c.severity:<8} {c.summary}{flag}")
     return EXIT_CLEAN
+
+
+def _project_root(paths: list[str], config: str | None = None) -> pathlib.Path:
+    """The folder of the config file in use, else the current directory (where the cache lives)."""
+    from spmdcheck.config import find_config
+
+    first = pathlib.Path(paths[0]) if paths and paths[0] != "-" else pathlib.Path(".")
+    found = (
+        pathlib.Path(config)
+        if config
+        else find_config(first.resolve() if first.is_dir() else first.resolve().parent)
+    )
+    return found.resolve().parent if found is not None else pathlib.Path.cwd()
+
+
+def _clean(paths: list[str]) -> int:
+    from spmdcheck.cache import remove
+
+    for removed in remove(_project_root(paths)):
+        print(f"spmdcheck: removed {removed}", file=sys.stderr)
+    return EXIT_CLEAN
+
+
+def _open_cache(args: argparse.Namespace, root: pathlib.Path, settings):  # noqa: ANN001, ANN202
+    if args.no_cache or os.environ.get("SPMDCHECK_NO_CACHE"):
+        return None
+    from spmdcheck import cache
+    from spmdcheck.api import shipped_stubs
+
+    directory = cache.locate(root)
+    if directory is None:
+        return None
+    stub_dirs = [shipped_stubs(), *(pathlib.Path(p) for p in settings.stub_path)]
+    return cache.ResultCache.open(directory, cache.run_key(settings, stub_dirs))
 
 
 def _split(value: str | None) -> tuple[str, ...]:
@@ -152,15 +191,28 @@ def _check(args: argparse.Namespace) -> int:
     for m in missing:
         print(f"spmdcheck: {m}: no such file or directory", file=sys.stderr)
         status = EXIT_USAGE
-    registry = load_registry(settings.stub_path)
-    diags = [make(e.split(":", 1)[0], "SPMD005", f"stub error: {e}") for e in registry.errors]
+    store = _open_cache(args, cfg.root, settings) if stdin_text is None and not args.fix else None
+    registry = None
+    if store is not None and store.stub_errors is not None:
+        stub_errors = store.stub_errors  # the stub files are part of the cache's key
+    else:
+        registry = load_registry(settings.stub_path)
+        stub_errors = registry.errors
+        if store is not None:
+            store.set_stub_errors(registry.errors)
+    diags = [make(e.split(":", 1)[0], "SPMD005", f"stub error: {e}") for e in stub_errors]
     if stdin_text is not None:
         from spmdcheck.api import FileResult, check_source
 
         results = [FileResult(files[0], check_source(stdin_text, files[0], settings, registry))]
     else:
-        results = _run(files, settings, registry, args.jobs if args.jobs is not None else cfg.jobs)
+        from spmdcheck.api import run_check
+
+        results = run_check(files, settings, registry, args.jobs if args.jobs is not None else cfg.jobs, store)
+        if store is not None:
+            store.save()
     if args.fix and stdin_text is None:
+        registry = registry if registry is not None else load_registry(settings.stub_path)
         results = _fix(results, settings, registry, args.unsafe_fixes, args.jobs if args.jobs is not None else cfg.jobs)
     for r in results:
         diags.extend(r.diagnostics)
@@ -213,46 +265,9 @@ def _fix(results, settings, registry, unsafe: bool, jobs: int):  # noqa: ANN001,
 
 
 def _run(files: list[str], settings, registry, jobs: int):  # noqa: ANN001, ANN202
-    """Whole-program analysis: each connected part of the import graph is one program, run in a pool
-    (which first runs the pre-pass over every file)."""
-    from spmdcheck.api import check_program, plan_programs
+    from spmdcheck.api import run_check
 
-    jobs = jobs or (os.cpu_count() or 1)
-    jobs = max(1, min(jobs, len(files)))
-    if jobs <= 1 or len(files) < 8:
-        done, programs = plan_programs(files, settings, registry)
-        for program in programs:
-            done += check_program(program, settings, registry)
-    else:
-        import multiprocessing as mp
-
-        global _WORKER
-        _WORKER = (settings, registry)
-        with mp.get_context("fork").Pool(jobs) as pool:
-            done, programs = plan_programs(files, settings, registry, lambda fn, items: pool.map(fn, items, 4))
-            # Big programs first, so one large program does not end the run alone on one core.
-            programs.sort(key=lambda p: -sum(len(f.blanked or f.text) for f in p))
-            for results in pool.imap_unordered(_work, programs, chunksize=1):
-                done += results
-    order = {p: i for i, p in enumerate(files)}
-    return sorted(done, key=lambda r: order.get(r.path, len(order)))
-
-
-_WORKER = None
-
-
-def _work(program):  # noqa: ANN001, ANN202
-    settings, registry = _WORKER  # type: ignore[misc]
-    from spmdcheck.api import check_program
-
-    return check_program(program, settings, registry)
-
-
-def _size(path: str) -> int:
-    try:
-        return os.path.getsize(path)
-    except OSError:
-        return 0
+    return run_check(files, settings, registry, jobs)
 
 
 if __name__ == "__main__":

@@ -475,3 +475,27 @@ def blank_bodies(text: str, spans: Iterable[tuple[int, int]]) -> str:
             if idx < len(pieces):
                 pieces[idx] = ""
     return "".join(pieces)
+
+
+def scan_to_plain(s: FileScan) -> list:
+    """A scan as plain data for the result cache (its taint before `spread`)."""
+    return [
+        s.module,
+        s.whole,
+        sorted(s.imports),
+        sorted(s.star),
+        [[sorted(u.binds), sorted(u.words), [list(b) for b in u.bodies], u.source] for u in s.units],
+    ]
+
+
+def scan_from_plain(path: str, plain: object) -> FileScan | None:
+    """The inverse of `scan_to_plain`; None when the data does not have that shape."""
+    try:
+        module, whole, imports, star, units = plain  # type: ignore[misc]
+        out = FileScan(path, bool(whole), [], str(module), frozenset(map(str, imports)), frozenset(map(str, star)))
+        for binds, words, bodies, source in units:
+            spans = tuple((int(a), int(b)) for a, b in bodies)
+            out.units.append(Unit(frozenset(map(str, binds)), frozenset(map(str, words)), spans, bool(source)))
+        return out
+    except (TypeError, ValueError):
+        return None
