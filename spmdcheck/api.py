@@ -116,13 +116,15 @@ def check_sources(
     registry: Registry | None = None,
     exists: Callable[[str], bool] | None = None,
     blanked: dict[str, str] | None = None,
+    graph: ModuleGraph | None = None,
 ) -> dict[str, list[Diagnostic]]:
     """Check files as one program: `sources` maps each path to its text; module names come from the
     paths' package folders (a folder is a package when `<folder>/__init__.py` is one of the keys or
     exists on disk). Returns each path's diagnostics, sorted.
 
     `blanked`: for some paths, the text with the function bodies the pre-pass proved inert emptied
-    (same lines elsewhere); libcst parses that instead.
+    (same lines elsewhere); libcst parses that instead. `graph`: the module graph of `sources` when
+    the caller has it (the pre-pass read every import already).
     """
     settings = settings or Settings()
     registry = registry if registry is not None else load_registry(settings.stub_path)
@@ -156,7 +158,10 @@ def check_sources(
         units.append(SourceUnit(path, parsed, options, module_name_for(path, exists), frozenset(mesh_names_in(text))))
         lines[path] = text.splitlines()
         parsed_texts[path] = text
-    graph = build_graph(parsed_texts, exists) if len(parsed_texts) > 1 else None
+    if len(parsed_texts) <= 1:
+        graph = None
+    elif graph is None or set(parsed_texts) != set(sources):
+        graph = build_graph(parsed_texts, exists)
     result = analyze_program(units, registry, graph)
     positions = ProgramPositions()
     for unit in units:
@@ -183,6 +188,7 @@ class LoadedFile:
     text: str
     relevant: bool  # can hold a finding by itself (types, collectives, ranks); else only as an import
     blanked: str | None = None  # the text with inert function bodies emptied (the pre-pass), to parse
+    imports: frozenset[str] | None = None  # module names its imports may refer to (the pre-pass)
 
 
 def load_file(path: str, settings: Settings) -> LoadedFile | FileResult:
@@ -240,6 +246,7 @@ def plan_programs(
                 continue
             plan = prepass.plan(scan)
             item.relevant = scan.relevant or scan.whole
+            item.imports = scan.imports
             if plan.blank:
                 item.blanked = prepass.blank_bodies(item.text, plan.blank)
             loaded[path] = item
@@ -284,9 +291,23 @@ def check_program(files: list[LoadedFile], settings: Settings, registry: Registr
     """Analyse files as one program (see `plan_programs`)."""
     paths = [f.path for f in files]
     blanked = {f.path: f.blanked for f in files if f.blanked is not None}
+    graph = _program_graph(files) if all(f.imports is not None for f in files) else None
     return _guarded(
-        paths, lambda: check_sources({f.path: f.text for f in files}, settings, registry, blanked=blanked)
+        paths,
+        lambda: check_sources({f.path: f.text for f in files}, settings, registry, blanked=blanked, graph=graph),
     )
+
+
+def _program_graph(files: list[LoadedFile]) -> ModuleGraph:
+    """What `build_graph` makes of the program's texts, from the imports the pre-pass found."""
+    graph = ModuleGraph()
+    modules = [module_name_for(f.path, os.path.exists) for f in files]
+    for module in modules:
+        graph.modules.setdefault(module.name, module)
+    for module, f in zip(modules, files):
+        if graph.modules.get(module.name) is module:
+            graph.edges[module.name] = {n for n in f.imports or () if n in graph.modules and n != module.name}
+    return graph
 
 
 def scan_files(
