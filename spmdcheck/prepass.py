@@ -91,6 +91,7 @@ _STRING_OR_COMMENT = re.compile(
     r"""|'(?:[^'\\\r\n]|\\(?:\r\n|.))*'|"(?:[^"\\\r\n]|\\(?:\r\n|.))*")|\#[^\r\n]*""",
     re.S,
 )
+_SELF_ATTRIBUTE = re.compile(r"\bself\s*\.\s*(\w+)")
 _TYPE_LIKE = re.compile(r"\s*[\w.]*(?:\s*[\[\],|]\s*[\w.]*)*\s*")  # names joined by brackets, commas, pipes
 _NEWLINE = re.compile(r"\r\n|\r|\n")
 
@@ -141,6 +142,9 @@ class Unit:
     bodies: tuple[tuple[int, int], ...] = ()  # 1-based line spans of function bodies to blank when inert
     source: bool = False  # may make a type or issue a collective
     exposed: bool = False  # may receive a typed value
+    method: str | None = None  # a method's name: called through any object, so named from any file
+    attrs: frozenset[str] = frozenset()  # a method's `self.<attr>` names
+    members: list[Unit] = field(default_factory=list)  # a class's methods (the class unit is its header)
 
     @property
     def matters(self) -> bool:
@@ -271,20 +275,25 @@ def _collect(body: list[ast.stmt], lines: list[str], out: list[Unit]) -> None:
                 )
             )
         elif isinstance(node, ast.ClassDef):
-            spans = tuple(
-                s
-                for item in node.body
-                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
-                for s in [_body_span(item, lines)]
-                if s is not None
-            )
-            out.append(
-                Unit(
-                    frozenset({node.name}),
-                    _words(_segment(lines, _start(node), node.end_lineno or node.lineno)),
-                    spans,
-                )
-            )
+            first, last = _start(node), node.end_lineno or node.lineno
+            header = Unit(frozenset({node.name}), frozenset())
+            out.append(header)
+            own = set(range(first, last + 1))
+            for item in node.body:
+                span = _body_span(item, lines) if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+                if span is None:
+                    continue  # a one-line method stays with the class header
+                start, end = _start(item), item.end_lineno or item.lineno
+                own.difference_update(range(start, end + 1))
+                text = _segment(lines, start, end)
+                name = item.name  # type: ignore[union-attr]
+                attrs = frozenset(_SELF_ATTRIBUTE.findall(text))
+                # A method binds no name of the module: what it makes reaches others through `self`
+                # (the class's other methods), its class (a source itself then), or its callers.
+                member = Unit(frozenset(), _words(text), (span,), method=name, attrs=attrs | {name})
+                header.members.append(member)
+                out.append(member)
+            header.words = _words("\n".join(lines[n - 1] for n in sorted(own) if n <= len(lines)))
         elif isinstance(node, (ast.If, ast.Try, ast.With, ast.AsyncWith, ast.For, ast.AsyncFor, ast.While)) or (
             hasattr(ast, "TryStar") and isinstance(node, ast.TryStar)
         ):
@@ -409,12 +418,27 @@ def spread(scans: list[FileScan]) -> None:
         reach.append(sorted(out))
     bound: list[set[str]] = [set() for _ in scans]  # names each file's sources bind
     named: list[set[str]] = [set() for _ in scans]  # words each file's units that matter mention
+    anywhere: set[str] = set()  # words of every unit that matters: methods are called through objects
+    classes = [(i, u) for i, s in enumerate(scans) for u in s.units if u.members]
+    class_names_units: list[dict[str, list[Unit]]] = [{} for _ in scans]
+    for i, u in classes:
+        for name in u.binds:
+            class_names_units[i].setdefault(name, []).append(u)
+    class_names = [set(d) for d in class_names_units]
+
+    def matter(i: int, u: Unit, source: bool) -> None:
+        if source:
+            u.source = True
+            bound[i] |= u.binds
+        else:
+            u.exposed = True
+        named[i] |= u.words
+        anywhere.update(u.words)
+
     for i, s in enumerate(scans):
         for u in s.units:
             if u.source:
-                bound[i] |= u.binds
-            if u.matters:
-                named[i] |= u.words
+                matter(i, u, True)
     changed = True
     while changed:
         changed = False
@@ -424,18 +448,48 @@ def spread(scans: list[FileScan]) -> None:
                 visible |= bound[j]
             for u in s.units:
                 if not u.source and not u.words.isdisjoint(visible):
-                    u.source = changed = True
-                    bound[i] |= u.binds
-                    named[i] |= u.words
+                    matter(i, u, True)
                     visible |= u.binds
+                    changed = True
+        for i, u in classes:
+            if not u.source and any(m.source for m in u.members):
+                matter(i, u, True)  # its name now leads to a source
+                changed = True
+        # `self.<attr>` set or read by a source method may hold a type in every method of the class and
+        # of its subclasses (every method is checked on an object its `__init__` built); `self.<method>`
+        # and `super().<method>` of a source method is a source.
+        for i, u in classes:
+            typed = set().union(*(m.attrs for m in u.members if m.source))
+            for j in reach[i]:
+                for name in u.words & class_names[j]:
+                    for base in class_names_units[j][name]:
+                        if base is not u:
+                            typed.update(*(m.attrs for m in base.members if m.source))
+            if typed:
+                for m in u.members:
+                    if not m.source and not m.words.isdisjoint(typed):
+                        matter(i, m, True)
+                        changed = True
         for i in range(len(scans)):
             if not named[i]:
                 continue
             for j in reach[i]:
                 for u in scans[j].units:
-                    if not u.matters and not u.binds.isdisjoint(named[i]):
-                        u.exposed = changed = True
-                        named[j] |= u.words
+                    if not u.matters and u.method is None and not u.binds.isdisjoint(named[i]):
+                        matter(j, u, False)
+                        changed = True
+        for i, s in enumerate(scans):
+            for u in s.units:
+                if not u.matters and u.method is not None and u.method in anywhere:
+                    matter(i, u, False)
+                    changed = True
+        for i, u in classes:
+            if u.matters or any(m.matters for m in u.members):
+                # Building an object runs `__init__`; calling it, `forward`; operators, the other dunders.
+                for m in u.members:
+                    if not m.matters and (m.method == "forward" or (m.method or "").startswith("__")):
+                        matter(i, m, False)
+                        changed = True
 
 
 @dataclass(frozen=True)
