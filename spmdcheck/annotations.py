@@ -41,6 +41,7 @@ __all__ = [
     "passthrough",
     "opaque",
     "rank_dependent",
+    "rank_of",
     "grad",
     "dims",
     "inplace",
@@ -53,6 +54,13 @@ __all__ = [
     "mesh_group",
     "spmd_api",
     "context",
+    "group_members",
+    "container",
+    "sequential",
+    "model",
+    "constant_test",
+    "is_known",
+    "unknown",
     "LocalType",
 ]
 
@@ -102,6 +110,9 @@ def rank_dependent(*args: Any, **_kwargs: Any) -> Any:
     return _identity
 
 
+
+rank_of = _identity
+
 # Parametrised stub decorators: all are no-ops at run time.
 divisor = _factory
 contraction = _factory
@@ -116,7 +127,26 @@ raw_collective = _factory
 maps_to = _factory
 process_group = _factory
 group_members = _factory
+# A class or function whose body is a model of a library's behaviour, interpreted by spmdcheck like
+# checked code (Megatron's ColumnParallelLinear: which collectives its forward runs, for which keywords).
+model = _identity
+container = _factory  # returns the sequence of modules it is given (nn.ModuleList)
+sequential = _factory  # calling the result applies its modules in order (nn.Sequential)
+constant_test = _identity  # the call answers whether its argument is a constant the checker knows
 mesh_factory = _factory
 mesh_group = _factory
 spmd_api = _factory
 context = _factory
+
+
+def is_known(value: Any) -> bool:
+    """In a @model body: whether the checker knows `value` as a constant (a keyword it can read).
+
+    At run time it is always True: models are never run, but a model file must stay importable.
+    """
+    return True
+
+
+def unknown() -> Any:
+    """In a @model body: a value the checker does not know (what a layer returns for keywords it cannot read)."""
+    return None

@@ -11,10 +11,14 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import libcst as cst
+
 from spmdcheck import prepass
 from spmdcheck.analysis.context import Options
 from spmdcheck.analysis.program import SourceUnit, analyze_program
+from spmdcheck.diagnostics.codes import CODES
 from spmdcheck.diagnostics.render import Diagnostic, ProgramPositions, make
+from spmdcheck.diagnostics.suppression import apply_suppressions
 from spmdcheck.frontend.inline_config import read_inline_config
 from spmdcheck.frontend.source import ParseFailure, mesh_names_in, parse
 from spmdcheck.program.graph import ModuleFile, ModuleGraph, build_graph, module_name_for
@@ -90,8 +94,6 @@ def load_registry(stub_path: tuple[str, ...] = ()) -> Registry:
 
 
 def _selected(code: str, settings: Settings) -> bool:
-    from spmdcheck.diagnostics.codes import CODES
-
     def matches(pattern: str) -> bool:
         p = pattern.strip()
         if p.upper() == "ALL":
@@ -117,6 +119,7 @@ def check_sources(
     exists: Callable[[str], bool] | None = None,
     blanked: dict[str, str] | None = None,
     graph: ModuleGraph | None = None,
+    libraries: frozenset[str] = frozenset(),
 ) -> dict[str, list[Diagnostic]]:
     """Check files as one program: `sources` maps each path to its text; module names come from the
     paths' package folders (a folder is a package when `<folder>/__init__.py` is one of the keys or
@@ -125,6 +128,9 @@ def check_sources(
     `blanked`: for some paths, the text with the function bodies the pre-pass proved inert emptied
     (same lines elsewhere); libcst parses that instead. `graph`: the module graph of `sources` when
     the caller has it (the pre-pass read every import already).
+
+    `libraries` are paths the others import that cannot hold a finding by themselves: parsed only
+    when an import of them runs, and followed only where typed values flow into them.
     """
     settings = settings or Settings()
     registry = registry if registry is not None else load_registry(settings.stub_path)
@@ -133,8 +139,14 @@ def check_sources(
     out: dict[str, list[Diagnostic]] = {path: [] for path in sources}
     units: list[SourceUnit] = []
     lines: dict[str, list[str]] = {}
-    parsed_texts: dict[str, str] = {}
+    strict_of: dict[str, bool] = {}
     for path, text in sources.items():
+        if path in libraries:
+            library_text = blanked[path] if blanked and path in blanked else text
+            units.append(
+                SourceUnit(path, None, Options(mesh=settings.mesh), module_name_for(path, exists), text=library_text)
+            )
+            continue
         parsed = parse(blanked[path]) if blanked and path in blanked else parse(text)
         if isinstance(parsed, ParseFailure) and blanked and path in blanked:
             parsed = parse(text)  # never report a syntax error the blanking made
@@ -156,18 +168,32 @@ def check_sources(
         )
         out[path] += [make(path, "SPMD005", message, line) for line, message in inline.errors]
         units.append(SourceUnit(path, parsed, options, module_name_for(path, exists), frozenset(mesh_names_in(text))))
+        strict_of[path] = options.strict
         lines[path] = text.splitlines()
-        parsed_texts[path] = text
-    if len(parsed_texts) <= 1:
+    if len(sources) <= 1:
         graph = None
-    elif graph is None or set(parsed_texts) != set(sources):
-        graph = build_graph(parsed_texts, exists)
-    result = analyze_program(units, registry, graph)
+    elif graph is None:
+        graph = build_graph(sources, exists)
+
+    def parse_library(text: str) -> cst.Module | None:
+        parsed = parse(text)
+        return None if isinstance(parsed, ParseFailure) else parsed
+
+    result = analyze_program(units, registry, graph, parse_library)
     positions = ProgramPositions()
     for unit in units:
-        positions.add(result.contexts[unit.path], unit.path, unit.module, lines[unit.path])
+        if unit.module is not None:
+            positions.add(
+                result.contexts[unit.path], unit.path, unit.module, lines.get(unit.path) or unit.text.splitlines()
+            )
     for path, diags in positions.render(result.program.findings, result.program.sites).items():
         out[path] += diags
+    for path in out:
+
+        def enabled(code: str, strict: bool = strict_of.get(path, settings.strict)) -> bool:
+            return _selected(code, settings) and (strict or not CODES[code].strict_only)
+
+        out[path] = apply_suppressions(path, sources[path], out[path], enabled)
     return {
         path: sorted((d for d in diags if _selected(d.code, settings)), key=Diagnostic.sort_key)
         for path, diags in out.items()
@@ -292,9 +318,12 @@ def check_program(files: list[LoadedFile], settings: Settings, registry: Registr
     paths = [f.path for f in files]
     blanked = {f.path: f.blanked for f in files if f.blanked is not None}
     graph = _program_graph(files) if all(f.imports is not None for f in files) else None
+    libraries = frozenset(f.path for f in files if not f.relevant)
     return _guarded(
         paths,
-        lambda: check_sources({f.path: f.text for f in files}, settings, registry, blanked=blanked, graph=graph),
+        lambda: check_sources(
+            {f.path: f.text for f in files}, settings, registry, blanked=blanked, graph=graph, libraries=libraries
+        ),
     )
 
 

@@ -12,6 +12,8 @@ import pathlib
 import sys
 from collections.abc import Sequence
 
+from spmdcheck.check_options import add_check_arguments
+
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
 
@@ -19,30 +21,7 @@ def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="spmdcheck", description="Static SPMD type checker for rank-local PyTorch code.")
     sub = ap.add_subparsers(dest="command")
     check = sub.add_parser("check", help="check files and folders (default: .)")
-    check.add_argument("paths", nargs="*", default=None)
-    check.add_argument("--output-format", choices=("text", "json"), default="text")
-    check.add_argument(
-        "--strict",
-        action="store_true",
-        default=None,
-        help="an operand missing a mesh axis is an error (spmd_types strict mode)",
-    )
-    check.add_argument("--select", default=None, help="comma-separated codes, prefixes or names to report")
-    check.add_argument("--ignore", default=None, help="comma-separated codes, prefixes or names to skip")
-    check.add_argument("--mesh", default=None, help="comma-separated mesh axis names (overrides the config)")
-    check.add_argument("--config", default=None, help="path to a pyproject.toml or spmdcheck.toml")
-    check.add_argument("--stub-path", action="append", default=[], help="extra stub directory (repeatable)")
-    check.add_argument("--jobs", "-j", type=int, default=None, help="worker processes (default: cores)")
-    check.add_argument("--no-respect-gitignore", action="store_true")
-    check.add_argument("--force-exclude", action="store_true", help="apply excludes to files named on the command line")
-    check.add_argument("--exit-zero", action="store_true", help="exit 0 even when diagnostics are found")
-    check.add_argument("--fix", action="store_true", help="apply fixes (all of spmdcheck's fixes are unsafe)")
-    check.add_argument(
-        "--unsafe-fixes", action="store_true", help="with --fix: insert the suggested collectives into the files"
-    )
-    check.add_argument("--color", choices=("auto", "always", "never"), default="auto")
-    check.add_argument("--stdin-filename", default=None, help="with the path `-`: the name to report for stdin")
-    check.add_argument("--no-cache", action="store_true", help="neither read nor write the result cache")
+    add_check_arguments(check)
     explain = sub.add_parser("explain", help="print the documentation of a diagnostic code")
     explain.add_argument("code")
     clean = sub.add_parser("clean", help="remove the result cache (.spmdcheck_cache/) of the project")
@@ -107,34 +86,25 @@ def _rules(fmt: str) -> int:
     return EXIT_CLEAN
 
 
-def _project_root(paths: list[str], config: str | None = None) -> pathlib.Path:
-    """The folder of the config file in use, else the current directory (where the cache lives)."""
-    from spmdcheck.config import find_config
-
-    first = pathlib.Path(paths[0]) if paths and paths[0] != "-" else pathlib.Path(".")
-    found = (
-        pathlib.Path(config)
-        if config
-        else find_config(first.resolve() if first.is_dir() else first.resolve().parent)
-    )
-    return found.resolve().parent if found is not None else pathlib.Path.cwd()
-
-
 def _clean(paths: list[str]) -> int:
     from spmdcheck.cache import remove
+    from spmdcheck.config import ConfigResolver
 
-    for removed in remove(_project_root(paths)):
+    first = pathlib.Path(paths[0])
+    root = ConfigResolver(None, False, {}).for_path(first if first.exists() else pathlib.Path.cwd()).root
+    for removed in remove(pathlib.Path(root)):
         print(f"spmdcheck: removed {removed}", file=sys.stderr)
     return EXIT_CLEAN
 
 
 def _open_cache(args: argparse.Namespace, root: pathlib.Path, settings):  # noqa: ANN001, ANN202
-    if args.no_cache or os.environ.get("SPMDCHECK_NO_CACHE"):
+    """The result store for `settings` in the project `root`; None with --no-cache, a diff, fixes or stdin."""
+    if args.no_cache or os.environ.get("SPMDCHECK_NO_CACHE") or args.fix or args.add_noqa or args.diff:
         return None
     from spmdcheck import cache
     from spmdcheck.api import shipped_stubs
 
-    directory = cache.locate(root)
+    directory = cache.locate(pathlib.Path(root))
     if directory is None:
         return None
     stub_dirs = [shipped_stubs(), *(pathlib.Path(p) for p in settings.stub_path)]
@@ -145,126 +115,276 @@ def _split(value: str | None) -> tuple[str, ...]:
     return tuple(v.strip() for v in value.split(",") if v.strip()) if value else ()
 
 
+def _config_arguments(values: list[str]) -> tuple[pathlib.Path | None, dict]:
+    """`--config` values: at most one existing file, the rest `key = value` overrides (as ruff decides)."""
+    from spmdcheck.config import ConfigError, merge, parse_override
+
+    explicit: pathlib.Path | None = None
+    overrides: dict = {}
+    for value in values:
+        if pathlib.Path(value).is_file():
+            if explicit is not None:
+                raise ConfigError(f"--config: two config files given ({explicit}, {value}); give at most one")
+            explicit = pathlib.Path(value)
+        elif "=" not in value and value.endswith(".toml"):
+            raise ConfigError(f"--config {value}: no such config file")
+        else:
+            overrides = merge(overrides, parse_override(value))
+    return explicit, overrides
+
+
+def _file_settings(cfg, args: argparse.Namespace, path: str):  # noqa: ANN001, ANN202
+    """The settings one file is checked with: its config, then the command line on top."""
+    from spmdcheck.api import Settings
+
+    select = _split(args.select) or cfg.select
+    extend = cfg.extend_select + _split(args.extend_select)
+    return Settings(
+        mesh=_split(args.mesh) or cfg.mesh,
+        strict=cfg.strict if args.strict is None else True,
+        stub_path=tuple(cfg.stub_path) + tuple(str(pathlib.Path(p).resolve()) for p in args.stub_path),
+        select=select + extend if select else (),
+        ignore=_split(args.ignore) + cfg.ignore + cfg.ignores_for(pathlib.Path(path)),
+    )
+
+
+def _show_settings(resolver, args: argparse.Namespace, path: str) -> int:  # noqa: ANN001
+    """Print what `path` is checked with (TOML-like, one key a line), like `ruff check --show-settings`."""
+    from spmdcheck.api import _selected
+    from spmdcheck.diagnostics.codes import CODES
+
+    cfg = resolver.for_path(pathlib.Path(path))
+    for error in resolver.errors:
+        print(f"spmdcheck: SPMD005 config-error: {error}", file=sys.stderr)
+    settings = _file_settings(cfg, args, path)
+    rows = {
+        "file": str(pathlib.Path(path).resolve()),
+        "config-file": str(cfg.source) if cfg.source else None,
+        "mesh": list(settings.mesh),
+        "strict": settings.strict,
+        "stub-path": list(settings.stub_path),
+        "include": [f"{g.base}/{g.pattern}" for g in cfg.include],
+        "exclude": [f"{g.base}/{g.pattern}" for g in cfg.exclude],
+        "excluded": cfg.excluded(pathlib.Path(path)) or not cfg.included(pathlib.Path(path)),
+        "select": list(settings.select),
+        "ignore": list(settings.ignore),
+        "enabled-codes": [c for c in CODES if _selected(c, settings)],
+        "respect-gitignore": cfg.respect_gitignore,
+        "jobs": cfg.jobs,
+    }
+    for key, value in rows.items():
+        print(f"{key} = {json.dumps(value)}")
+    return EXIT_USAGE if resolver.errors else EXIT_CLEAN
+
+
 def _check(args: argparse.Namespace) -> int:
-    from spmdcheck.api import Settings, load_registry
-    from spmdcheck.config import Config, ConfigError, find_config, load_config
-    from spmdcheck.diagnostics.codes import lookup
+    from spmdcheck.api import load_registry
+    from spmdcheck.config import ConfigError, ConfigResolver, valid_selector
     from spmdcheck.diagnostics.render import make
     from spmdcheck.discovery import discover
 
     status = EXIT_CLEAN
     paths = args.paths or ["."]
-    try:
-        cfg_path = (
-            pathlib.Path(args.config)
-            if args.config
-            else find_config(
-                pathlib.Path(paths[0]).resolve() if os.path.isdir(paths[0]) else pathlib.Path(paths[0]).resolve().parent
-            )
-        )
-        if args.config and not cfg_path.is_file():
-            raise ConfigError(f"{cfg_path}: no such config file")
-        cfg = load_config(cfg_path)
-    except ConfigError as exc:
-        print(f"spmdcheck: SPMD005 config-error: {exc}; checking with the default settings", file=sys.stderr)
-        cfg = Config()
-        status = EXIT_USAGE
-    for pattern in (*_split(args.select), *_split(args.ignore)):
-        if pattern.upper() != "ALL" and lookup(pattern) is None and not pattern.upper().startswith("SPMD"):
-            print(f"spmdcheck: unknown rule selector {pattern!r}", file=sys.stderr)
+    for pattern in (*_split(args.select), *_split(args.extend_select), *_split(args.ignore)):
+        if not valid_selector(pattern):
+            print(f"spmdcheck: unknown rule selector {pattern!r} (see `spmdcheck rules`)", file=sys.stderr)
             return EXIT_USAGE
-    settings = Settings(
-        mesh=_split(args.mesh) or cfg.mesh,
-        strict=cfg.strict if args.strict is None else True,
-        stub_path=tuple(cfg.stub_path) + tuple(str(pathlib.Path(p).resolve()) for p in args.stub_path),
-        select=_split(args.select) or cfg.select,
-        ignore=_split(args.ignore) + cfg.ignore,
-    )
+    for stub_dir in args.stub_path:
+        if not os.path.isdir(stub_dir):
+            print(f"spmdcheck: --stub-path {stub_dir}: not a directory", file=sys.stderr)
+            return EXIT_USAGE
+    try:
+        explicit, overrides = _config_arguments(args.config)
+    except ConfigError as exc:
+        print(f"spmdcheck: SPMD005 config-error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    resolver = ConfigResolver(explicit, args.isolated, overrides)
+    if args.show_settings:
+        return _show_settings(resolver, args, paths[0])
+    primary = resolver.for_path(pathlib.Path(paths[0]) if paths[0] != "-" else pathlib.Path.cwd())
     stdin_text = None
     if paths == ["-"]:
         stdin_text = sys.stdin.read()
         files, missing = [args.stdin_filename or "<stdin>"], []
     else:
         files, missing = discover(
-            paths, cfg.root, cfg.exclude, cfg.respect_gitignore and not args.no_respect_gitignore, args.force_exclude
+            paths,
+            primary.root,
+            primary.discovery_excludes(),
+            primary.respect_gitignore and not args.no_respect_gitignore,
+            args.force_exclude,
         )
+        named = {str(pathlib.Path(p)) for p in paths if os.path.isfile(p)}
+        # each file obeys the include/exclude of its own (closest) config
+        files = [
+            f
+            for f in files
+            if (f in named and not args.force_exclude)
+            or (
+                resolver.for_path(pathlib.Path(f)).included(pathlib.Path(f))
+                and not resolver.for_path(pathlib.Path(f)).excluded(pathlib.Path(f))
+            )
+        ]
     for m in missing:
         print(f"spmdcheck: {m}: no such file or directory", file=sys.stderr)
         status = EXIT_USAGE
-    store = _open_cache(args, cfg.root, settings) if stdin_text is None and not args.fix else None
-    registry = None
-    if store is not None and store.stub_errors is not None:
-        stub_errors = store.stub_errors  # the stub files are part of the cache's key
-    else:
+    by_settings: dict = {}
+    for f in files:
+        cfg = resolver.for_path(pathlib.Path(f) if stdin_text is None else pathlib.Path(f).parent)
+        by_settings.setdefault(_file_settings(cfg, args, f), []).append(f)
+    for error in resolver.errors:
+        print(f"spmdcheck: SPMD005 config-error: {error}; checking with the default settings", file=sys.stderr)
+        status = EXIT_USAGE
+    jobs = args.jobs if args.jobs is not None else primary.jobs
+    diags = []
+    results = []
+    registries: set[int] = set()
+    for settings, group in by_settings.items():
         registry = load_registry(settings.stub_path)
-        stub_errors = registry.errors
-        if store is not None:
-            store.set_stub_errors(registry.errors)
-    diags = [make(e.split(":", 1)[0], "SPMD005", f"stub error: {e}") for e in stub_errors]
-    if stdin_text is not None:
-        from spmdcheck.api import FileResult, check_source
+        if id(registry) not in registries:  # groups with the same stubs share one registry: report it once
+            registries.add(id(registry))
+            diags += [make(e.split(":", 1)[0], "SPMD005", f"stub error: {e}") for e in registry.errors]
+        if stdin_text is not None:
+            from spmdcheck.api import FileResult, check_source
 
-        results = [FileResult(files[0], check_source(stdin_text, files[0], settings, registry))]
-    else:
-        from spmdcheck.api import run_check
+            group_results = [FileResult(group[0], check_source(stdin_text, group[0], settings, registry))]
+        else:
+            from spmdcheck.api import run_check
 
-        results = run_check(files, settings, registry, args.jobs if args.jobs is not None else cfg.jobs, store)
-        if store is not None:
-            store.save()
-    if args.fix and stdin_text is None:
-        registry = registry if registry is not None else load_registry(settings.stub_path)
-        results = _fix(results, settings, registry, args.unsafe_fixes, args.jobs if args.jobs is not None else cfg.jobs)
+            store = _open_cache(args, primary.root, settings)
+            group_results = run_check(group, settings, registry, jobs, store)
+            if store is not None:
+                store.save()
+        if args.diff or stdin_text is not None:
+            pass  # --diff writes nothing; stdin has no file to write
+        elif args.add_noqa:
+            _add_noqa(group_results)
+            group_results = _run(group, settings, registry, jobs)
+        elif args.fix:
+            group_results = _fix(group_results, group, settings, registry, args.unsafe_fixes, jobs)
+        results += group_results
     for r in results:
         diags.extend(r.diagnostics)
     diags.sort(key=lambda d: d.sort_key())
-    if args.output_format == "json":
-        from spmdcheck.report.json_report import write_json
+    if args.diff:
+        settings_of = {f: settings for settings, group in by_settings.items() for f in group}
+        return _print_diff(results, settings_of) if status == EXIT_CLEAN else EXIT_USAGE
+    return _report(args, diags, len(files), stdin_text, status)
 
-        write_json(diags, len(files), sys.stdout)
+
+def _report(args: argparse.Namespace, diags: list, files: int, stdin_text: str | None, status: int) -> int:
+    from spmdcheck.report import ReportContext, use_color, write_report
+    from spmdcheck.report.sources import SourceLines
+
+    sources = SourceLines({args.stdin_filename or "<stdin>": stdin_text} if stdin_text is not None else None)
+    if args.write_baseline:
+        from spmdcheck.baseline import write_baseline
+
+        count = write_baseline(pathlib.Path(args.write_baseline), diags, sources)
+        print(f"spmdcheck: wrote {count} finding(s) to the baseline {args.write_baseline}", file=sys.stderr)
+        return status
+    if args.baseline:
+        from spmdcheck.baseline import BaselineError, new_findings, read_baseline
+
+        try:
+            accepted = read_baseline(pathlib.Path(args.baseline))
+        except BaselineError as exc:
+            print(f"spmdcheck: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        before = len(diags)
+        diags = new_findings(diags, accepted, pathlib.Path(args.baseline), sources)
+        if before != len(diags):
+            print(f"spmdcheck: {before - len(diags)} finding(s) in the baseline not shown", file=sys.stderr)
+    color = use_color(args.color, sys.stdout)
+    if args.statistics:
+        from spmdcheck.report.statistics import write_statistics
+
+        write_statistics(diags, args.output_format, color, sys.stdout)
     else:
-        from spmdcheck.report.text_report import write_text
-
-        color = {"always": True, "never": False}.get(args.color)
-        if color is None and (os.environ.get("NO_COLOR") or not sys.stdout.isatty()):
-            color = False
-        write_text(diags, len(files), sys.stdout, color)
-    if status == EXIT_USAGE or any(d.code == "SPMD000" for d in diags):
+        write_report(args.output_format, diags, ReportContext(files, color, sources), sys.stdout)
+    # a checker failure or a configuration error (config file, header comment, stub) is not a finding
+    if status == EXIT_USAGE or any(d.code in ("SPMD000", "SPMD005") for d in diags):
         return EXIT_USAGE
-    if diags and not args.exit_zero:
+    if diags and not args.exit_zero and not args.add_noqa:
         return EXIT_FINDINGS
     return EXIT_CLEAN
 
 
-def _fix(results, settings, registry, unsafe: bool, jobs: int):  # noqa: ANN001, ANN202
-    """Apply the first suggestion of each diagnostic, then check the fixed files again."""
+def _print_diff(results, settings_of) -> int:  # noqa: ANN001
+    """--diff: print what every fix (unsafe ones included: nothing is written) would change."""
+    from spmdcheck.api import check_source, load_registry
+    from spmdcheck.fix_review import fix_diff, fixable
+    from spmdcheck.report import display_path
+
+    total = 0
+    for r in sorted(results, key=lambda r: r.path):
+        if not fixable(r.diagnostics, True):
+            continue
+        settings = settings_of[r.path]
+        registry = load_registry(settings.stub_path)
+
+        def check(text: str, path: str = r.path, settings=settings, registry=registry):  # noqa: ANN001, ANN202
+            return check_source(text, path, settings, registry)
+
+        diff, count = fix_diff(r.path, check, display_path(r.path).replace(os.sep, "/"))
+        sys.stdout.write(diff)
+        total += count
+    print(f"spmdcheck: would apply {total} fix(es)" if total else "spmdcheck: no fixes to apply", file=sys.stderr)
+    return EXIT_FINDINGS if total else EXIT_CLEAN
+
+
+def _add_noqa(results) -> None:  # noqa: ANN001
+    from spmdcheck.noqa_writer import add_noqa
+
+    added = 0
+    for r in results:
+        if not r.diagnostics:
+            continue
+        changed, error = add_noqa(r.path, r.diagnostics)
+        if error:
+            print(f"spmdcheck: {r.path}: {error}", file=sys.stderr)
+        added += changed
+    print(f"spmdcheck: added noqa comments to {added} line(s)", file=sys.stderr)
+
+
+def _fix(results, files: list[str], settings, registry, unsafe: bool, jobs: int):  # noqa: ANN001, ANN202
+    """Apply fixes in rounds (spmdcheck/fix_review.py says why): each round applies every file's next batch,
+    then checks the files again; only the safe fixes without --unsafe-fixes."""
+    from spmdcheck.fix_review import IMPORT_LINE, MAX_ROUNDS, fixable, next_batch
     from spmdcheck.fixes import apply_fixes
 
-    fixable = sum(1 for r in results for d in r.diagnostics if any(s.span for s in d.suggestions))
-    if not unsafe:
-        if fixable:
-            print(
-                f"spmdcheck: {fixable} fix(es) available with --fix --unsafe-fixes (they insert collectives, "
-                f"which changes what the program computes: review them)",
-                file=sys.stderr,
-            )
-        return results
-    changed = []
-    for r in results:
-        if not any(s.span for d in r.diagnostics for s in d.suggestions):
-            continue
-        outcome = apply_fixes(r.path, r.diagnostics, "import spmd_types")
-        if outcome.error:
-            print(f"spmdcheck: {r.path}: {outcome.error}", file=sys.stderr)
-        elif outcome.applied:
-            changed.append(r.path)
-            print(f"spmdcheck: {r.path}: applied {outcome.applied} fix(es)", file=sys.stderr)
-    if not changed:
-        return results
-    again = {r.path: r for r in _run(changed, settings, registry, jobs)}
-    return [again.get(r.path, r) for r in results]
+    held_back = sum(len(fixable(r.diagnostics, True)) - len(fixable(r.diagnostics, False)) for r in results)
+    if held_back and not unsafe:
+        print(
+            f"spmdcheck: {held_back} fix(es) available with --fix --unsafe-fixes (they insert collectives, "
+            f"which changes what the program computes: review them, e.g. with --diff)",
+            file=sys.stderr,
+        )
+    applied: dict[str, int] = {}
+    failed: set[str] = set()
+    for _ in range(MAX_ROUNDS):
+        progress = False
+        for r in results:
+            batch = next_batch(r.diagnostics, unsafe) if r.path not in failed else []
+            if not batch:
+                continue
+            outcome = apply_fixes(r.path, batch, IMPORT_LINE)
+            if outcome.error:
+                print(f"spmdcheck: {r.path}: {outcome.error}", file=sys.stderr)
+                failed.add(r.path)
+            elif outcome.applied:
+                applied[r.path] = applied.get(r.path, 0) + outcome.applied
+                progress = True
+        if not progress:
+            break
+        results = _run(files, settings, registry, jobs)
+    for path, count in sorted(applied.items()):
+        print(f"spmdcheck: {path}: applied {count} fix(es)", file=sys.stderr)
+    return results
 
 
 def _run(files: list[str], settings, registry, jobs: int):  # noqa: ANN001, ANN202
+    """Whole-program analysis (the pre-pass, then each connected part of the import graph), uncached."""
     from spmdcheck.api import run_check
 
     return run_check(files, settings, registry, jobs)

@@ -1,96 +1,334 @@
-"""`[tool.spmdcheck]` in pyproject.toml (or a `spmdcheck.toml` without the prefix)."""
+"""Configuration as ruff does it: the closest config file to each checked file, `extend`, CLI overrides.
+
+A config is `[tool.spmdcheck]` in a pyproject.toml, or a `spmdcheck.toml` /
+`.spmdcheck.toml` without the prefix. Each checked file uses the closest one
+among its folders (no implicit merging; `extend = "../pyproject.toml"` merges
+explicitly). Keys are kebab-case as in ruff; snake_case spellings are accepted
+too (`stub_path`). Relative paths and globs are relative to the file that
+writes them.
+"""
 
 from __future__ import annotations
 
+import fnmatch
 import pathlib
 import tomllib
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
 
-KNOWN_KEYS = {
+CONFIG_FILE_NAMES = ("spmdcheck.toml", ".spmdcheck.toml", "pyproject.toml")
+
+# canonical (kebab-case) key -> the TOML type it takes
+KNOWN_KEYS: dict[str, type] = {
+    "extend": str,
     "mesh": list,
     "strict": bool,
-    "stub_path": list,
     "stub-path": list,
+    "include": list,
     "exclude": list,
     "extend-exclude": list,
-    "extend_exclude": list,
     "select": list,
+    "extend-select": list,
     "ignore": list,
+    "per-file-ignores": dict,
+    "extend-per-file-ignores": dict,
     "respect-gitignore": bool,
-    "respect_gitignore": bool,
     "jobs": int,
 }
+# keys whose value adds to what an `extend`ed config (or a lower-priority override) gave
+_ACCUMULATING = ("extend-exclude", "extend-select", "extend-per-file-ignores")
+_SELECTOR_KEYS = ("select", "extend-select", "ignore")
 
 
 class ConfigError(Exception):
     pass
 
 
-@dataclass
+@dataclass(frozen=True)
+class Glob:
+    """A path pattern and the folder it is relative to."""
+
+    base: pathlib.Path
+    pattern: str
+
+    def matches(self, path: pathlib.Path) -> bool:
+        """A pattern without `/` matches a file or folder name at any depth below `base`; one with `/`
+        matches the path relative to `base`, or one of its parent folders (so `legacy/` covers its files)."""
+        pattern = self.pattern.removeprefix("./").rstrip("/")
+        try:
+            rel = path.relative_to(self.base)
+        except ValueError:
+            return "/" not in pattern and fnmatch.fnmatch(path.name, pattern)
+        parts = rel.parts
+        if "/" not in pattern:
+            return any(fnmatch.fnmatch(part, pattern) for part in parts)
+        return any(fnmatch.fnmatch("/".join(parts[:n]), pattern) for n in range(1, len(parts) + 1))
+
+
+@dataclass(frozen=True)
 class Config:
     mesh: tuple[str, ...] = ()
     strict: bool = False
     stub_path: tuple[str, ...] = ()
-    exclude: tuple[str, ...] = ()
-    select: tuple[str, ...] = ()
+    include: tuple[Glob, ...] = ()  # empty: every .py file discovery finds
+    exclude: tuple[Glob, ...] = ()
+    select: tuple[str, ...] = ()  # empty: every code
+    extend_select: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
+    per_file_ignores: tuple[tuple[Glob, tuple[str, ...]], ...] = ()
     respect_gitignore: bool = True
     jobs: int = 0
     root: pathlib.Path = field(default_factory=pathlib.Path.cwd)
     source: pathlib.Path | None = None
 
+    def excluded(self, path: pathlib.Path) -> bool:
+        path = path.resolve()
+        return any(g.matches(path) for g in self.exclude)
+
+    def included(self, path: pathlib.Path) -> bool:
+        path = path.resolve()
+        return not self.include or any(g.matches(path) for g in self.include)
+
+    def ignores_for(self, path: pathlib.Path) -> tuple[str, ...]:
+        path = path.resolve()
+        return tuple(code for g, codes in self.per_file_ignores if g.matches(path) for code in codes)
+
+    def discovery_excludes(self) -> tuple[str, ...]:
+        """The exclude globs as discovery's walk understands them (relative to `root`), to prune folders early."""
+        out = []
+        for g in self.exclude:
+            if "/" not in g.pattern.strip("/"):
+                out.append(g.pattern.strip("/"))
+            elif g.base == self.root.resolve():
+                out.append(g.pattern.removeprefix("./"))
+        return tuple(out)
+
+
+def canonical_key(key: str) -> str:
+    return key.replace("_", "-")
+
+
+def valid_selector(selector: str) -> bool:
+    """`ALL`, a code, a code prefix (`SPMD1`) or a rule name."""
+    from spmdcheck.diagnostics.codes import CODES, lookup
+
+    s = selector.strip()
+    if not s:
+        return False
+    return s.upper() == "ALL" or lookup(s) is not None or any(code.startswith(s.upper()) for code in CODES)
+
+
+def has_config_table(path: pathlib.Path) -> bool:
+    """spmdcheck.toml always counts; a pyproject.toml only with a [tool.spmdcheck] table (or when broken,
+    so that the error is reported rather than the file skipped)."""
+    if path.name != "pyproject.toml":
+        return True
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError):
+        return True
+    tool = data.get("tool", {})
+    return not isinstance(tool, dict) or "spmdcheck" in tool
+
 
 def find_config(start: pathlib.Path) -> pathlib.Path | None:
-    """The closest spmdcheck.toml, or pyproject.toml with a [tool.spmdcheck] table, walking up."""
+    """The closest config file in `start` or its parents."""
     start = start.resolve()
     for directory in [start, *start.parents]:
-        for name in ("spmdcheck.toml", ".spmdcheck.toml"):
+        for name in CONFIG_FILE_NAMES:
             candidate = directory / name
-            if candidate.is_file():
-                return candidate
-        candidate = directory / "pyproject.toml"
-        if candidate.is_file():
-            try:
-                data = tomllib.loads(candidate.read_text(encoding="utf-8"))
-            except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError):
-                return candidate  # report the broken file rather than skip it
-            if "spmdcheck" in data.get("tool", {}):
+            if candidate.is_file() and has_config_table(candidate):
                 return candidate
     return None
 
 
-def load_config(path: pathlib.Path | None) -> Config:
-    """Raises ConfigError with a clear message; the caller reports it and goes on with defaults."""
-    if path is None:
-        return Config()
+def _read_table(path: pathlib.Path) -> dict:
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from exc
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read: {exc}") from exc
-    table = data if path.name != "pyproject.toml" else data.get("tool", {}).get("spmdcheck", {})
+    if path.name != "pyproject.toml":
+        return data
+    tool = data.get("tool", {})
+    if not isinstance(tool, dict):
+        raise ConfigError(f"{path}: `tool` must be a table, got {type(tool).__name__}")
+    table = tool.get("spmdcheck", {})
     if not isinstance(table, dict):
-        raise ConfigError(f"{path}: [tool.spmdcheck] must be a table")
-    cfg = Config(root=path.parent, source=path)
-    for key, value in table.items():
+        raise ConfigError(f"{path}: [tool.spmdcheck] must be a table, got {type(table).__name__}")
+    return table
+
+
+def _check_strings(where: str, key: str, value: object) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{where}: `{key}` must be a list of strings")
+    return value
+
+
+def _check_selectors(where: str, key: str, values: Iterable[str]) -> None:
+    for v in values:
+        if not valid_selector(v):
+            raise ConfigError(
+                f"{where}: unknown rule selector {v!r} in `{key}` (a code such as SPMD101, a prefix such as "
+                f"SPMD1, a rule name, or ALL; see `spmdcheck rules`)"
+            )
+
+
+def check_mesh(names: object) -> str | None:
+    """Why `names` is not a valid mesh (a list of distinct, non-empty axis names), or None."""
+    if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
+        return "the mesh must be a list of axis names"
+    for n in names:
+        if not n.strip() or n != n.strip():
+            return f"axis name {n!r} is empty or has surrounding spaces"
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        return f"the mesh names axis {dupes[0]!r} twice"
+    return None
+
+
+def normalise_table(table: dict, where: str, base: pathlib.Path) -> dict:
+    """Validated values under canonical keys; paths and globs made relative to `base`."""
+    out: dict = {}
+    for raw_key, value in table.items():
+        key = canonical_key(raw_key)
         want = KNOWN_KEYS.get(key)
         if want is None:
             raise ConfigError(
-                f"{path}: unknown key {key!r} in [tool.spmdcheck] "
-                f"(known: {', '.join(sorted(k for k in KNOWN_KEYS if '_' not in k))})"
+                f"{where}: unknown key {raw_key!r} in [tool.spmdcheck] (known: {', '.join(sorted(KNOWN_KEYS))})"
             )
-        if not isinstance(value, want) or (want is list and not all(isinstance(v, str) for v in value)):
-            raise ConfigError(f"{path}: {key} must be {'a list of strings' if want is list else want.__name__}")
-    cfg.mesh = tuple(table.get("mesh", ()))
-    cfg.strict = bool(table.get("strict", False))
-    stub_path = table.get("stub_path", table.get("stub-path", ()))
-    cfg.stub_path = tuple(str((path.parent / p).resolve()) for p in stub_path)
-    cfg.exclude = tuple(table.get("exclude", ())) + tuple(table.get("extend-exclude", table.get("extend_exclude", ())))
-    cfg.select = tuple(table.get("select", ()))
-    cfg.ignore = tuple(table.get("ignore", ()))
-    cfg.respect_gitignore = bool(table.get("respect-gitignore", table.get("respect_gitignore", True)))
-    cfg.jobs = int(table.get("jobs", 0))
-    if len(set(cfg.mesh)) != len(cfg.mesh):
-        raise ConfigError(f"{path}: mesh names an axis twice")
-    return cfg
+        if key in out:
+            raise ConfigError(f"{where}: `{key}` is given twice (kebab-case and snake_case)")
+        if want is list:
+            value = _check_strings(where, raw_key, value)
+        elif want is bool and not isinstance(value, bool):
+            raise ConfigError(f"{where}: `{raw_key}` must be true or false")
+        elif want is int and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise ConfigError(f"{where}: `{raw_key}` must be a non-negative integer")
+        elif want is str and not isinstance(value, str):
+            raise ConfigError(f"{where}: `{raw_key}` must be a string")
+        elif want is dict:
+            if not isinstance(value, dict):
+                raise ConfigError(f"{where}: `{raw_key}` must be a table of glob = [codes]")
+            for glob, codes in value.items():
+                _check_selectors(where, f"{raw_key}.{glob!r}", _check_strings(where, f"{raw_key}.{glob!r}", codes))
+            value = tuple((Glob(base, g), tuple(codes)) for g, codes in value.items())
+        if key in _SELECTOR_KEYS:
+            _check_selectors(where, raw_key, value)
+        if key == "mesh" and (problem := check_mesh(value)) is not None:
+            raise ConfigError(f"{where}: `mesh`: {problem}")
+        if key == "stub-path":
+            dirs = [(base / p).resolve() for p in value]
+            for given, d in zip(value, dirs):
+                if not d.is_dir():
+                    raise ConfigError(f"{where}: `{raw_key}`: {given!r} is not a directory ({d})")
+            value = tuple(str(d) for d in dirs)
+        if key in ("include", "exclude", "extend-exclude"):
+            value = tuple(Glob(base, p) for p in value)
+        if key == "extend":
+            value = (base / value).resolve()
+        out[key] = value
+    return out
+
+
+def merge(lower: dict, higher: dict) -> dict:
+    """`higher` wins key by key; the extend-* keys add to what `lower` had."""
+    merged = {**lower, **higher}
+    for key in _ACCUMULATING:
+        if key in lower and key in higher:
+            merged[key] = tuple(lower[key]) + tuple(higher[key])
+    return merged
+
+
+def _load_merged(path: pathlib.Path, chain: tuple[pathlib.Path, ...] = ()) -> dict:
+    path = path.resolve()
+    if path in chain:
+        raise ConfigError(f"{path}: `extend` forms a cycle ({' -> '.join(str(p) for p in (*chain, path))})")
+    table = normalise_table(_read_table(path), str(path), path.parent)
+    parent = table.pop("extend", None)
+    if parent is None:
+        return table
+    if not parent.is_file():
+        raise ConfigError(f"{path}: `extend`: {parent} is not a file")
+    return merge(_load_merged(parent, (*chain, path)), table)
+
+
+def build_config(table: dict, root: pathlib.Path, source: pathlib.Path | None) -> Config:
+    return Config(
+        mesh=tuple(table.get("mesh", ())),
+        strict=table.get("strict", False),
+        stub_path=tuple(table.get("stub-path", ())),
+        include=tuple(table.get("include", ())),
+        exclude=tuple(table.get("exclude", ())) + tuple(table.get("extend-exclude", ())),
+        select=tuple(table.get("select", ())),
+        extend_select=tuple(table.get("extend-select", ())),
+        ignore=tuple(table.get("ignore", ())),
+        per_file_ignores=tuple(table.get("per-file-ignores", ())) + tuple(table.get("extend-per-file-ignores", ())),
+        respect_gitignore=table.get("respect-gitignore", True),
+        jobs=table.get("jobs", 0),
+        root=root,
+        source=source,
+    )
+
+
+def load_config(path: pathlib.Path | None, overrides: dict | None = None) -> Config:
+    """The config in `path` (following `extend`) with `overrides` on top; raises ConfigError."""
+    table = _load_merged(path) if path is not None else {}
+    if overrides:
+        table = merge(table, overrides)
+    root = path.resolve().parent if path is not None else pathlib.Path.cwd()
+    return build_config(table, root, path.resolve() if path is not None else None)
+
+
+def parse_override(text: str) -> dict:
+    """`--config 'KEY = VALUE'` (TOML syntax), relative paths taken from the working directory."""
+    try:
+        table = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(
+            f"--config {text!r}: neither an existing config file nor a `key = value` in TOML syntax ({exc})"
+        ) from exc
+    table = table.get("tool", {}).get("spmdcheck", table) if isinstance(table.get("tool"), dict) else table
+    if "extend" in {canonical_key(k) for k in table}:
+        raise ConfigError(f"--config {text!r}: `extend` only works in a config file")
+    return normalise_table(table, f"--config {text!r}", pathlib.Path.cwd())
+
+
+class ConfigResolver:
+    """Which config governs each checked file: `--config PATH` for all, defaults with `--isolated`, else the
+    closest config file. A broken config is reported once and its files are checked with the defaults."""
+
+    def __init__(self, explicit: pathlib.Path | None = None, isolated: bool = False, overrides: dict | None = None):
+        self.explicit = explicit
+        self.isolated = isolated
+        self.overrides = overrides or {}
+        self.errors: list[str] = []
+        self._by_file: dict[pathlib.Path | None, Config] = {}
+        self._by_dir: dict[pathlib.Path, pathlib.Path | None] = {}
+
+    def config_file_for(self, path: pathlib.Path) -> pathlib.Path | None:
+        if self.isolated:
+            return None
+        if self.explicit is not None:
+            return self.explicit
+        path = path.resolve()
+        directory = path if path.is_dir() else path.parent
+        if directory not in self._by_dir:
+            self._by_dir[directory] = find_config(directory)
+        return self._by_dir[directory]
+
+    def for_path(self, path: pathlib.Path) -> Config:
+        source = self.config_file_for(path)
+        if source not in self._by_file:
+            try:
+                self._by_file[source] = load_config(source, self.overrides)
+            except ConfigError as exc:
+                self.errors.append(str(exc))
+                root = source.resolve().parent if source is not None else pathlib.Path.cwd()
+                try:
+                    self._by_file[source] = load_config(None, self.overrides)
+                except ConfigError:  # pragma: no cover - overrides were validated when parsed
+                    self._by_file[source] = Config()
+                self._by_file[source] = replace(self._by_file[source], root=root, source=None)
+        return self._by_file[source]

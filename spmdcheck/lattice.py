@@ -73,15 +73,27 @@ class AxisType:
     kind: Kind
     shard: int | None = None  # only with V: S(shard)
     pending: Site | None = None  # only with V: a pending sum from this contraction
+    # only with V and no shard: S(d) for a dim the checker could not compute (`S(x.dim() - 1)` on a tensor
+    # of unknown rank): the value is sharded, on an unknown dim.
+    some_dim: bool = False
 
     def __post_init__(self) -> None:
-        if self.kind is not V and (self.shard is not None or self.pending is not None):
+        if self.kind is not V and (self.shard is not None or self.pending is not None or self.some_dim):
             raise ValueError("only V carries a shard dim or a pending sum")
+        if self.some_dim and self.shard is not None:
+            raise ValueError("a shard dim is either known or unknown")
 
     def __str__(self) -> str:
         if self.kind is V and self.shard is not None:
             return f"S({self.shard})"
+        if self.some_dim:
+            return "S(?)"
         return self.kind.value
+
+    @property
+    def is_shard(self) -> bool:
+        """S(d), with d known or not."""
+        return self.shard is not None or self.some_dim
 
     @property
     def is_pending(self) -> bool:
@@ -93,6 +105,9 @@ class AxisType:
 
 def S(dim: int) -> AxisType:  # noqa: N802 - mirrors spmd_types.S
     return AxisType(V, shard=dim)
+
+
+S_UNKNOWN_DIM = AxisType(V, some_dim=True)  # S(d) with d not computable statically
 
 
 AR, AI, AV, AP = AxisType(R), AxisType(I), AxisType(V), AxisType(P)

@@ -15,8 +15,9 @@ through
   the spmd_types API, a mesh; with a mesh configured, any rule at all), which the
   code names by its last identifier (`dist.all_reduce`, `from x import all_reduce`);
 - an annotation or a file setting, whose spellings all contain `spmd` or `Annotated`
-  (`spmd_types`, `spmdcheck.annotations.Local`, `# spmdcheck:`, `typing.Annotated`).
-A file holding `spmd` or `Annotated` anywhere is analysed whole. Elsewhere, a unit
+  (`spmd_types`, `spmdcheck.annotations.Local`, `# spmdcheck:`, `typing.Annotated`);
+and a suppression comment names its code (`# noqa: SPMD101`). A file holding `spmd`,
+`SPMD` or `Annotated` anywhere is analysed whole. Elsewhere, a unit
 naming a seed identifier is *tainted*, and taint spreads to a fixed point, across all
 the files of the run (whole-program analysis may follow names between files):
 - a unit naming anything a tainted unit binds (it may read a typed value, or call
@@ -42,8 +43,9 @@ from dataclasses import dataclass, field
 from spmdcheck.rules.model import OpRule
 from spmdcheck.rules.stubs import Registry
 
-# A file naming one of these is analysed whole: annotations, the spmd_types API, file settings.
-WHOLE_FILE_MARKERS = (b"spmd", b"Annotated")
+# A file naming one of these is analysed whole: annotations, the spmd_types API, file settings, and
+# suppression comments naming a code (an unused one is reported).
+WHOLE_FILE_MARKERS = (b"spmd", b"Annotated", b"SPMD")
 
 # OpRule fields an op may set and still be unable to type an untyped operand. A rule setting any
 # other field (a collective, a mapping, a mesh, the spmd_types API, whatever a later rule kind adds)

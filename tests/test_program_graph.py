@@ -56,3 +56,20 @@ def test_unparsable_file_has_no_edges() -> None:
     sources = {"m.py": "def (:\n", "n.py": "import m\n"}
     graph = build_graph(sources, exists=lambda p: False)
     assert graph.edges == {"m": set(), "n": {"m"}}
+
+
+def test_import_scan_sees_what_ast_sees() -> None:
+    from spmdcheck.program.graph import imported_names, imported_names_in_text
+
+    text = (
+        "import os, sys as s\n"
+        "from . import c, d as e\n"
+        "from ..x import (\n    f,\n    g as h,\n)\n"
+        "from .y import *  # comment\n"
+        "if True:\n    from z.w import q; import r\n"
+        "x = 1; from .t import u\n"
+    )
+    module = ModuleFile("p.a.b", "p/a/b.py", False)
+    import ast
+
+    assert imported_names(ast.parse(text), module) <= imported_names_in_text(text, module)

@@ -196,7 +196,7 @@ def test_detach_and_grad(registry: Registry) -> None:
     rg = rule(registry, "torch.Tensor.requires_grad_")
     assert rg.grad == "yes" and rg.inplace_param == "self" and rg.linearity is LINEAR
     param = rule(registry, "torch.nn.Parameter")
-    assert param.grad == "yes" and param.linearity is LINEAR and param.returns is Returns.TENSOR
+    assert param.grad == "leaf" and param.linearity is LINEAR and param.returns is Returns.TENSOR
 
 
 # ---------------------------------------------------------------- section 2.5: MULTILINEAR

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -19,23 +19,27 @@ from spmdcheck.analysis.values import (
     Alternatives,
     BoundMethod,
     BuiltinValue,
+    Chain,
     ClassValue,
     ContextValue,
     FunctionValue,
     GroupValue,
     Homogeneous,
     InstanceValue,
+    LazyImport,
     Literal,
     MembersValue,
     MeshValue,
     MethodValue,
     ModuleRef,
+    PyNumber,
     RankValue,
     Seq,
     SuperValue,
     TensorValue,
     TypeValue,
     Value,
+    carries_types,
     join,
 )
 from spmdcheck.lattice import AxisType, GradState, Kind, Linearity, SpmdType
@@ -56,6 +60,10 @@ def _default_tensor_rule(qualname: str, method: bool) -> OpRule:
 
 
 def dispatch(interp: Interpreter, func: Value, args: list[Arg], node: cst.Call) -> Value:
+    if isinstance(func, LazyImport):
+        if not any(carries_types(v) for _, v, _ in args):
+            return UNKNOWN  # a library function given nothing typed can produce no finding and no type
+        func = interp.resolve_lazy(func)
     if isinstance(func, ModuleRef):
         qual = interp.ctx.registry.resolve_alias(func.qualname)
         rule = interp.ctx.registry.lookup(qual)
@@ -87,6 +95,11 @@ def dispatch(interp: Interpreter, func: Value, args: list[Arg], node: cst.Call) 
         return call_function(interp, func.func, args, node, receiver=func.receiver)
     if isinstance(func, ClassValue):
         return instantiate(interp, func, args, node)
+    if isinstance(func, Chain) and len(args) == 1:
+        value = args[0]
+        for module in func.items:
+            value = (None, dispatch(interp, module, [value], node), value[2])
+        return value[1]
     if isinstance(func, InstanceValue):
         call = func.cls.lookup("forward") if func.cls.lookup("__call__") is None else func.cls.lookup("__call__")
         if isinstance(call, FunctionValue):
@@ -242,6 +255,17 @@ def _apply_rule(interp: Interpreter, rule: OpRule, args: list[Arg], node: cst.CS
         if name is None and isinstance(mesh, MeshValue) and len(mesh.axes) == 1:
             return GroupValue(mesh.axes[0])
         return UNKNOWN
+    if rule.constant_test:
+        return Literal(bool(args) and isinstance(args[0][1], Literal))
+    if rule.container_param is not None:
+        modules = bound.get(rule.container_param)
+        return modules if isinstance(modules, (Seq, Homogeneous)) else UNKNOWN
+    if rule.sequential_param is not None:
+        return Chain(tuple(v for v, _ in bound.all(rule.sequential_param)))
+    if rule.rank_of:
+        receiver = bound.get(rule.params[0].name) if rule.params else None
+        if isinstance(receiver, TensorValue) and receiver.rank is not None:
+            return Literal(receiver.rank)
     if rule.group_members_param is not None:
         return MembersValue(_group_axis(interp, bound.get(rule.group_members_param)))
     if rule.passthrough:
@@ -309,10 +333,10 @@ def _factory(interp: Interpreter, rule: OpRule, bound, args: list[Arg], node: cs
         )
         return TensorValue(plain if rule.linearity is Linearity.NONLINEAR else source.type, grad, source.rank)
     if kind == "new":
-        return interp.factory_tensor(rank, grad, typed=True)
+        return replace(interp.factory_tensor(rank, grad, typed=True), leaf=True)
     if kind == "random":
-        return TensorValue(SpmdType(), grad, rank)
-    return interp.factory_tensor(rank, grad, typed=True)
+        return TensorValue(SpmdType(), grad, rank, leaf=True)
+    return replace(interp.factory_tensor(rank, grad, typed=True), leaf=True)
 
 
 def _shape_rank(rule: OpRule, bound) -> int | None:  # noqa: ANN001
@@ -452,6 +476,11 @@ def setitem(interp: Interpreter, target: cst.Subscript, value: Value, value_node
     for el in target.slice:
         if isinstance(el.slice, cst.Index):
             interp.eval(el.slice.value)
+    if isinstance(base, TensorValue) and not isinstance(value, (TensorValue, Alternatives, Literal, PyNumber)):
+        # A value the checker cannot model (it may be a tensor of any type) written into the tensor: what
+        # the tensor holds afterwards is not known, and unknown is silent.
+        interp.rebind(target.value, TensorValue(SpmdType(), base.grad, base.rank, opaque=True))
+        return
     if not isinstance(base, TensorValue) or not isinstance(value, TensorValue):
         return
     axes: dict[str, AxisType] = {}
@@ -738,6 +767,13 @@ def call_function(
     fn = func.node
     if fn in interp.inline_stack or len(interp.inline_stack) >= interp.ctx.options.max_inline_depth:
         return UNKNOWN
+    if (
+        func.scope is not None
+        and func.scope.ctx.library
+        and not func.scope.ctx.stub
+        and not any(carries_types(v) for v in (receiver, *(v for _, v, _ in args)))
+    ):
+        return UNKNOWN  # a library function given nothing typed can produce no finding and no type
     key = _summary_key(interp, func, args, receiver)
     summary = interp.summaries.get(key) if key is not None else None
     if summary is not None:
@@ -749,9 +785,7 @@ def call_function(
     interp.inline_stack.append(fn)
     interp.call_sites.append((interp.ctx, node))
     start = len(interp.collectives)
-    instances = [v for _, v, _ in args if isinstance(v, InstanceValue)]
-    if isinstance(receiver, InstanceValue):
-        instances.append(receiver)
+    instances = _instances_of(args, receiver)
     result: Value = UNKNOWN
     globals_ = func.scope.globals if func.scope is not None else interp.frame.globals
     frame = Frame({}, globals_, function=fn, owner=func.owner)
@@ -789,8 +823,16 @@ def call_function(
                     result,
                     interp.collectives[start:],
                     dict(frame.param_effects),
-                    [(obj, dict(obj.attrs)) for obj in instances],
+                    [(i, dict(obj.attrs)) for i, obj in instances],
                 )
+
+
+def _instances_of(args: list[Arg], receiver: Value | None) -> list[tuple[int, InstanceValue]]:
+    """The objects a call can change, by position (-1: the receiver), so a summary replays onto the new ones."""
+    out = [(i, v) for i, (_, v, _) in enumerate(args) if isinstance(v, InstanceValue)]
+    if isinstance(receiver, InstanceValue):
+        out.append((-1, receiver))
+    return out
 
 
 def _summary_key(interp: Interpreter, func: FunctionValue, args: list[Arg], receiver: Value | None) -> tuple | None:
@@ -817,9 +859,11 @@ def _replay(
 ) -> Value:  # noqa: ANN001
     for api, axis, call in summary.collectives:
         interp.note_collective(api, axis, call)
-    for obj, attrs in summary.instance_states:
-        obj.attrs.clear()
-        obj.attrs.update(attrs)
+    objects = dict(_instances_of(args, receiver))
+    for i, attrs in summary.instance_states:
+        if i in objects:
+            objects[i].attrs.clear()
+            objects[i].attrs.update(attrs)
     _apply_param_effects(interp, fn, args, summary.param_effects, receiver)
     return summary.result
 

@@ -34,7 +34,7 @@ REDUCING = {"all_reduce", "reduce_scatter"}
 
 
 def letter(t: AxisType) -> str:
-    return "S" if t.kind is Kind.V and t.shard is not None else t.kind.value
+    return "S" if t.kind is Kind.V and t.is_shard else t.kind.value
 
 
 def resolve_axis(interp: Interpreter, value: Value | None, node: cst.CSTNode | None) -> str | None:
@@ -208,9 +208,9 @@ def transition(
         actual is not None
         and actual.kind is Kind.V
         and dst.kind is Kind.V
-        and dst.shard is None
+        and not dst.is_shard
         and src.kind is Kind.V
-        and src.shard is None
+        and not src.is_shard
         and api in ("convert", "reinterpret", "redistribute")
     ):
         out = AxisType(Kind.V, shard=actual.shard)  # a no-op V -> V keeps the layout it had
@@ -237,11 +237,11 @@ def _norm_shard(shard: int | None, rank: int | None) -> int | None:
 def _rank_after(api: str, rank: int | None, src: AxisType, dst: AxisType) -> int | None:
     if rank is None:
         return None
-    if api in ("all_gather", "unshard") and src.shard is None:
+    if api in ("all_gather", "unshard") and not src.is_shard:
         return rank + 1
-    if api == "reduce_scatter" and dst.shard is None:
+    if api == "reduce_scatter" and not dst.is_shard:
         return rank - 1
-    if api == "convert" and src.kind in (Kind.R, Kind.I) and dst.kind is Kind.V and dst.shard is None:
+    if api == "convert" and src.kind in (Kind.R, Kind.I) and dst.kind is Kind.V and not dst.is_shard:
         return rank - 1
     return rank
 
@@ -316,6 +316,7 @@ def _check_src(
                     [Suggestion(f"use src={right}", type_spelling(interp, right))],
                 )
             )
+            return False  # reported once: what the wrong concatenation gives is unknown (no cascade)
     discharged = s is Kind.P or api in REDUCING or (dst is not None and dst.kind is Kind.P)
     if actual.is_pending and actual.pending.what == "mean" and api in REDUCING:  # type: ignore[union-attr]
         interp.report(
@@ -393,7 +394,9 @@ def apply_raw(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.CSTNode
         axis = resolve_axis(interp, group, bound.node(raw.group_param))
     name = short_name(rule.qualname).replace("torch.distributed.", "dist.")
     interp.note_collective(name, axis, node)
-    if isinstance(x, TensorValue) and x.grad is GradState.YES and interp.grad_enabled and not raw.differentiable:
+    # A leaf (a receive buffer made with requires_grad=True, a Parameter) has no upstream graph to lose.
+    cuts_history = isinstance(x, TensorValue) and x.grad is GradState.YES and not x.leaf
+    if cuts_history and interp.grad_enabled and not raw.differentiable:
         operand = interp.ctx.code_of(x_node) if x_node is not None else "the input"
         suggestions = []
         if axis is not None and "all_reduce" in rule.qualname:

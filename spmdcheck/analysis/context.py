@@ -40,10 +40,20 @@ class FileContext:
     module: cst.Module
     path: str = "<string>"
     module_file: Any = None  # its program.graph.ModuleFile: name and package, for relative imports
+    library: bool = False  # imported by the checked files but unable to hold a finding by itself
+    stub: bool = False  # a stub's @model code: its findings are reported at the user's call into it
     program: ProgramState = field(default_factory=ProgramState)
     known_axes: set[str] = field(default_factory=set)  # every axis name valid in this file
     spmd_alias: str = "spmd_types"  # how the file spells the spmd_types module
     megatron_names: dict[str, str] = field(default_factory=dict)  # qualname -> local spelling
+    _imports_spmd_types: bool | None = None
+
+    @property
+    def imports_spmd_types(self) -> bool:
+        """Whether the file imports spmd_types (at top level, or in a top-level if/try block)."""
+        if self._imports_spmd_types is None:
+            self._imports_spmd_types = _imports_module(self.module.body, "spmd_types")
+        return self._imports_spmd_types
 
     @property
     def findings(self) -> list[Finding]:
@@ -81,3 +91,27 @@ class FileContext:
 
     def code_of(self, node: cst.CSTNode) -> str:
         return self.module.code_for_node(node)
+
+
+def _imports_module(body: Any, name: str, depth: int = 0) -> bool:
+    for stmt in body:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                if isinstance(small, cst.Import) and any(_dotted(a.name).split(".")[0] == name for a in small.names):
+                    return True
+                if isinstance(small, cst.ImportFrom) and small.module is not None and not small.relative:
+                    if _dotted(small.module).split(".")[0] == name:
+                        return True
+        elif depth < 2 and isinstance(stmt, (cst.If, cst.Try)):
+            inner = stmt.body.body if isinstance(stmt.body, cst.IndentedBlock) else ()
+            if _imports_module(inner, name, depth + 1):
+                return True
+    return False
+
+
+def _dotted(node: cst.BaseExpression) -> str:
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        return f"{_dotted(node.value)}.{node.attr.value}"
+    return ""

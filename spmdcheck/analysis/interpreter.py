@@ -7,8 +7,9 @@ delegates every call to `calls.dispatch`, which reads the rule registry.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import libcst as cst
 
@@ -27,6 +28,7 @@ from spmdcheck.analysis.values import (
     FunctionValue,
     Homogeneous,
     InstanceValue,
+    LazyImport,
     Literal,
     MembersValue,
     MeshValue,
@@ -44,7 +46,7 @@ from spmdcheck.analysis.values import (
 )
 from spmdcheck.lattice import AxisType, GradState, Kind, SpmdType
 from spmdcheck.program.graph import resolve_import
-from spmdcheck.rules.model import Returns
+from spmdcheck.rules.model import OpRule, Returns
 
 _BINOP_DUNDER = {
     cst.Add: "__add__",
@@ -107,9 +109,15 @@ class Frame:
     returns: list[tuple[Value, cst.CSTNode]] = field(default_factory=list)
     function: cst.FunctionDef | None = None
     owner: ClassValue | None = None  # the class whose method this is (for super())
+    exited: bool = False  # a return/raise ended this path: the rest of the block is not reached
+    jumped: bool = False  # a break/continue ended this path of the loop body
     # in-place writes to parameters still bound to the caller's object: the call's effects on its arguments
     param_effects: dict[str, Value] = field(default_factory=dict)
     rebound: set[str] = field(default_factory=set)  # parameters reassigned: later writes are local
+
+    def ended(self) -> str | None:
+        """How the current path ended: "exited" (return/raise), "jumped" (break/continue), or None."""
+        return "exited" if self.exited else "jumped" if self.jumped else None
 
 
 @dataclass
@@ -119,11 +127,17 @@ class Summary:
     result: Value
     collectives: list[tuple[str, str | None, cst.CSTNode]]
     param_effects: dict[str, Value]
-    instance_states: list[tuple[InstanceValue, dict[str, Value]]]
+    instance_states: list[tuple[int, dict[str, Value]]]  # (argument position, -1: receiver) -> attributes after
 
 
-# Resolves a dotted module name to a checked module's top-level names, running it first if needed.
-Importer = Callable[[str], "Scope | None"]
+class Importer(Protocol):
+    """The program's modules, as the interpreter sees them."""
+
+    def kind(self, name: str) -> str | None:
+        """ "checked", "library" (imported, parsed only when used) or None (not part of the program)."""
+
+    def load(self, name: str) -> Scope | None:
+        """A module's top-level names, running it first if needed (None: not loadable)."""
 
 
 class Interpreter:
@@ -146,6 +160,7 @@ class Interpreter:
         self.divergent: list[tuple[RankValue, cst.CSTNode]] = []
         self.last_test: Value = UNKNOWN  # the condition of the `if` that just ran
         self.summaries: dict[tuple, Summary] = {}
+        self._models: dict[str, Scope | None] = {}  # stub path -> its @model definitions
         self._instances: dict[int, InstanceValue] = {}  # class id -> the instance its methods are checked on
 
     # ------------------------------------------------------------------ entry
@@ -162,10 +177,78 @@ class Interpreter:
         self.exec_block(module.body)
         return self.scope
 
+    def run_scope(self, scope: Scope, module: cst.Module) -> None:
+        """Run a module's top level into `scope.globals`, leaving the interpreter as it was (imports nest).
+
+        A module's top level runs once, whoever imports it first: not inside that importer's calls.
+        """
+        saved = (
+            self.ctx,
+            self.scope,
+            self.frame,
+            self.mesh,
+            self.grad_enabled,
+            self.checking,
+            self.inline_stack,
+            self.call_sites,
+            self.divergent,
+        )
+        self.ctx, self.scope = scope.ctx, scope
+        self.frame = Frame(scope.globals, scope.globals)
+        self.mesh, self.grad_enabled, self.checking = scope.ctx.options.mesh, True, True
+        self.inline_stack, self.call_sites, self.divergent = [], [], []
+        try:
+            self.exec_block(module.body)
+        finally:
+            (
+                self.ctx,
+                self.scope,
+                self.frame,
+                self.mesh,
+                self.grad_enabled,
+                self.checking,
+                self.inline_stack,
+                self.call_sites,
+                self.divergent,
+            ) = saved
+
+    def model_of(self, rule: OpRule) -> Value:
+        """A @model class or function of a stub: its stub module runs once (as a library), then its value."""
+        assert rule.model_path is not None
+        scope = self._models.get(rule.model_path)
+        if scope is None:
+            scope = self._models[rule.model_path] = self._load_model_module(rule)
+        if scope is None:
+            return UNKNOWN
+        return scope.globals.get(rule.qualname.rsplit(".", 1)[-1], UNKNOWN)
+
+    def _load_model_module(self, rule: OpRule) -> Scope | None:
+        from spmdcheck.program.graph import ModuleFile
+
+        try:
+            with open(rule.model_path, encoding="utf-8") as fh:  # type: ignore[arg-type]
+                module = cst.parse_module(fh.read())
+        except (OSError, UnicodeDecodeError, cst.ParserSyntaxError):
+            return None
+        name = rule.model_module or ""
+        ctx = FileContext(
+            self.ctx.registry,
+            self.ctx.options,
+            module,
+            path=rule.model_path or "<stub>",
+            module_file=ModuleFile(name, rule.model_path or "", str(rule.model_path).endswith("__init__.pyi")),
+            program=self.ctx.program,
+        )
+        ctx.library = ctx.stub = True
+        scope = Scope(ctx, {})
+        self.run_scope(scope, module)
+        return scope
+
     def check_functions(self) -> None:
         while self.functions:
             fn, scope, owner = self.functions.pop(0)
-            self.analyze_function(fn, scope, owner)
+            if not scope.ctx.library:  # a library's functions are only followed from calls
+                self.analyze_function(fn, scope, owner)
 
     def enter_scope(self, scope: Scope) -> tuple:
         """Switch to another module's file and globals (a call into it); returns what to restore."""
@@ -202,7 +285,7 @@ class Interpreter:
             self._instances[id(cls)] = built
             init = cls.lookup("__init__")
             if isinstance(init, FunctionValue):
-                calls.call_function(self, init, [(None, built, init.node)], init.node, receiver=built)
+                calls.call_function(self, init, [], init.node, receiver=built)
         return InstanceValue(cls, dict(built.attrs))  # each method sees its own copy
 
     # ------------------------------------------------------------- statements
@@ -210,6 +293,8 @@ class Interpreter:
         depth = len(self.divergent)
         try:
             for stmt in body:
+                if self.frame.exited or self.frame.jumped:
+                    break  # the rest of the block is not reached on this path
                 self.exec_stmt(stmt)
                 if isinstance(stmt, cst.If) and isinstance(self.last_test, RankValue):
                     exits = (_always_exits(stmt.body), stmt.orelse is not None and _always_exits(stmt.orelse))
@@ -256,17 +341,30 @@ class Interpreter:
         elif isinstance(stmt, cst.With):
             self.exec_with(stmt)
         elif isinstance(stmt, cst.Try):
-            self.exec_block(_body(stmt))
-            for handler in stmt.handlers:
-                self.exec_block(_body(handler))
-            if stmt.orelse is not None:
-                self.exec_block(_body(stmt.orelse))
-            if stmt.finalbody is not None:
-                self.exec_block(_body(stmt.finalbody))
+            self.exec_try(stmt)
         elif isinstance(stmt, cst.IndentedBlock):
             self.exec_block(stmt.body)
         elif isinstance(stmt, cst.BaseSmallStatement):
             self.exec_small(stmt, None)
+
+    def exec_try(self, node: cst.Try) -> None:
+        """Handlers run (approximately) from the state the body left; `finally` runs on every path."""
+        self.exec_block(_body(node))
+        body_ended = self.frame.ended()
+        handlers_ended = []
+        for handler in node.handlers:
+            self.frame.exited = self.frame.jumped = False
+            self.exec_block(_body(handler))
+            handlers_ended.append(self.frame.ended())
+        self.frame.exited = self.frame.jumped = False
+        if node.orelse is not None and not body_ended:
+            self.exec_block(_body(node.orelse))
+            body_ended = self.frame.ended()
+            self.frame.exited = self.frame.jumped = False
+        if node.finalbody is not None:
+            self.exec_block(_body(node.finalbody))
+        if body_ended == "exited" and all(e == "exited" for e in handlers_ended):
+            self.frame.exited = True
 
     def exec_small(self, small: cst.BaseSmallStatement, line: cst.SimpleStatementLine | None) -> None:
         if isinstance(small, cst.Expr):
@@ -276,9 +374,11 @@ class Interpreter:
             for target in small.targets:
                 self.assign(target.target, value, small.value)
         elif isinstance(small, cst.AnnAssign):
-            value = self.eval(small.value) if small.value is not None else UNKNOWN
             declared = calls.annotation_type(self, small.annotation.annotation)
-            if declared is not None and small.value is not None:
+            if small.value is None:
+                return  # a declaration binds nothing (a class-level one types the attribute: exec_class)
+            value = self.eval(small.value)
+            if declared is not None:
                 value = calls.check_declared(self, value, declared, small, "SPMD401", "annotated variable")
             self.assign(small.target, value, small.value)
         elif isinstance(small, cst.AugAssign):
@@ -286,6 +386,9 @@ class Interpreter:
         elif isinstance(small, cst.Return):
             value = self.eval(small.value) if small.value is not None else NONE
             self.frame.returns.append((value, small))
+            self.frame.exited = True
+        elif isinstance(small, (cst.Break, cst.Continue)):
+            self.frame.jumped = True
         elif isinstance(small, (cst.Import, cst.ImportFrom)):
             self.exec_import(small)
         elif isinstance(small, cst.Del):
@@ -294,6 +397,8 @@ class Interpreter:
             for child in small.children:
                 if isinstance(child, cst.BaseExpression):
                     self.eval(child)
+            if isinstance(small, cst.Raise):
+                self.frame.exited = True
 
     def exec_class(self, node: cst.ClassDef) -> None:
         """A class body runs once, in its own namespace; methods are checked with `self` an instance."""
@@ -347,21 +452,41 @@ class Interpreter:
             self._note_spmd_alias(f"{module}.{name}", local)
 
     def _module_named(self, dotted: str) -> Value:
-        scope = self.importer(dotted) if self.importer is not None else None
-        return ModuleValue(dotted) if scope is not None else ModuleRef(dotted)
+        kind = self.importer.kind(dotted) if self.importer is not None else None
+        if kind == "checked":
+            self.importer.load(dotted)  # type: ignore[union-attr]
+        return ModuleValue(dotted) if kind is not None else ModuleRef(dotted)
 
     def _imported(self, module: str, name: str, relative: bool) -> Value:
-        """`from module import name`: a checked module's own value, a checked submodule, or a qualified name."""
-        scope = self.importer(module) if self.importer is not None else None
-        if scope is not None:
-            if name in scope.globals:
-                return scope.globals[name]
-            if self.importer is not None and self.importer(f"{module}.{name}") is not None:
-                return ModuleValue(f"{module}.{name}")
-            return UNKNOWN  # a checked module without that name (or still running: an import cycle)
-        if self.importer is not None and self.importer(f"{module}.{name}") is not None:
-            return ModuleValue(f"{module}.{name}")
+        """`from module import name`: a checked module's own value, a checked submodule, or a qualified name.
+
+        Names from a library module stay lazy (see LazyImport): most are never called with typed values.
+        """
+        kind = self.importer.kind(module) if self.importer is not None else None
+        if kind == "library":
+            return LazyImport(module, name)
+        if kind == "checked":
+            return self.module_attribute(module, name)
+        sub = self.importer.kind(f"{module}.{name}") if self.importer is not None else None
+        if sub is not None:
+            return self._module_named(f"{module}.{name}")
         return UNKNOWN if relative else ModuleRef(f"{module}.{name}")
+
+    def module_attribute(self, module: str, name: str) -> Value:
+        scope = self.importer.load(module) if self.importer is not None else None
+        if scope is not None and name in scope.globals:
+            return self.resolve_lazy(scope.globals[name])
+        if self.importer is not None and self.importer.kind(f"{module}.{name}") is not None:
+            return self._module_named(f"{module}.{name}")
+        return UNKNOWN  # a module without that name (or still running: an import cycle)
+
+    def resolve_lazy(self, value: Value) -> Value:
+        """A name imported from a library module: load the library now that the value is needed."""
+        for _ in range(8):  # re-exports of re-exports
+            if not isinstance(value, LazyImport):
+                return value
+            value = self.module_attribute(value.module, value.name)
+        return UNKNOWN
 
     def _note_spmd_alias(self, qualname: str, local: str) -> None:
         if qualname == "spmd_types":
@@ -407,8 +532,9 @@ class Interpreter:
         start = len(self.collectives)
         self.exec_block(_body(node))
         in_if = self.collectives[start:]
-        after_if = self.frame.env
+        after_if, if_ended = self.frame.env, self.frame.ended()
         self.frame.env = dict(before)
+        self.frame.exited = self.frame.jumped = False
         middle = len(self.collectives)
         if node.orelse is not None:
             if isinstance(node.orelse, cst.If):
@@ -418,7 +544,17 @@ class Interpreter:
         in_else = self.collectives[middle:]
         if isinstance(test, RankValue):
             self._check_rank_branch(node, test, in_if, in_else)
-        after_else = self.frame.env
+        after_else, else_ended = self.frame.env, self.frame.ended()
+        if if_ended and else_ended:
+            # nothing after the `if` runs on either path (return/raise, or break/continue in a loop)
+            self.frame.exited = if_ended == "exited" and else_ended == "exited"
+            self.frame.jumped = not self.frame.exited
+            return
+        self.frame.exited = self.frame.jumped = False
+        if if_ended or else_ended:
+            # only the arm that falls through reaches the code after the `if`
+            self.frame.env = after_else if if_ended else after_if
+            return
         merged: dict[str, Value] = {}
         for name in set(after_if) | set(after_else):
             a, b = after_if.get(name, UNKNOWN), after_else.get(name, UNKNOWN)
@@ -478,6 +614,9 @@ class Interpreter:
             if isinstance(node, cst.For):
                 self.assign(node.target, item, None)
             self.exec_block(_body(node))
+            if self.frame.exited:  # the body returned: after the loop is the path where it did not
+                self.frame.env = before
+            self.frame.exited = self.frame.jumped = False
             merged = {
                 n: join(before.get(n, UNKNOWN), self.frame.env.get(n, UNKNOWN), ref)
                 for n in set(before) | set(self.frame.env)
@@ -621,16 +760,30 @@ class Interpreter:
         return _BUILTINS.get(name, UNKNOWN)
 
     def eval_Name(self, node: cst.Name) -> Value:
-        return self.resolve_ref(self.lookup(node.value))
+        return self.resolve_lazy(self.resolve_ref(self.lookup(node.value)))
+
+    def eval_callee(self, node: cst.BaseExpression) -> Value:
+        """The function of a call: a library name stays lazy (the call decides whether to follow it)."""
+        if isinstance(node, cst.Name):
+            return self.resolve_ref(self.lookup(node.value))
+        if isinstance(node, cst.Attribute):
+            base = self.eval(node.value)
+            if isinstance(base, ModuleValue):
+                return self.object_attribute(base, node.attr.value)
+        return self.eval(node)
 
     def resolve_ref(self, value: Value) -> Value:
-        """A module attribute that names a type constant is that type."""
+        """A module attribute that names a type constant is that type; one naming a @model, the model."""
         if isinstance(value, ModuleRef):
             rule = self.ctx.registry.lookup(value.qualname)
+            if rule is not None and rule.model_path is not None:
+                return self.model_of(rule)
             if rule is not None and rule.const_type is not None:
                 from spmdcheck.rules.typespec import parse_axis_type
 
                 return TypeValue(parse_axis_type(rule.const_type))
+            if rule is not None and rule.const_str is not None:
+                return Literal(rule.const_str)  # a stub's string constant: an enum member naming an axis
         return value
 
     def eval_Attribute(self, node: cst.Attribute) -> Value:
@@ -640,7 +793,7 @@ class Interpreter:
         base = self.eval(node.value)
         attr = node.attr.value
         if isinstance(base, (ModuleValue, InstanceValue, ClassValue)):
-            return self.object_attribute(base, attr)
+            return self.resolve_lazy(self.object_attribute(base, attr))
         if isinstance(base, SuperValue):
             found = base.cls.lookup(attr, after=base.cls) if isinstance(base.cls, ClassValue) else None
             if isinstance(found, FunctionValue):
@@ -663,12 +816,9 @@ class Interpreter:
     def object_attribute(self, base: Value, attr: str) -> Value:
         """An attribute of a checked module, class or object (no side effects: safe to call anywhere)."""
         if isinstance(base, ModuleValue):
-            scope = self.importer(base.name) if self.importer is not None else None
-            if scope is not None and attr in scope.globals:
-                return scope.globals[attr]
-            if self.importer is not None and self.importer(f"{base.name}.{attr}") is not None:
-                return ModuleValue(f"{base.name}.{attr}")
-            return UNKNOWN
+            if self.importer is not None and self.importer.kind(base.name) == "library":
+                return LazyImport(base.name, attr)
+            return self.module_attribute(base.name, attr)
         if isinstance(base, InstanceValue):
             if attr in base.attrs:
                 return base.attrs[attr]
@@ -687,7 +837,7 @@ class Interpreter:
         return UNKNOWN
 
     def eval_Call(self, node: cst.Call) -> Value:
-        func = self.eval(node.func)
+        func = self.eval_callee(node.func)
         args: list[tuple[str | None, Value, cst.BaseExpression]] = []
         for arg in node.args:
             value = self.eval(arg.value)
@@ -721,6 +871,8 @@ class Interpreter:
 
     def eval_UnaryOperation(self, node: cst.UnaryOperation) -> Value:
         operand = self.eval(node.expression)
+        if isinstance(node.operator, cst.Not) and isinstance(operand, Literal):
+            return Literal(not operand.value)
         if isinstance(node.operator, cst.Minus) and isinstance(operand, (TensorValue, Alternatives)):
             return calls.call_method(self, operand, f"{TENSOR}.__neg__", [], node, receiver_node=node.expression)
         if (
@@ -744,11 +896,11 @@ class Interpreter:
             if isinstance(right, MembersValue) and isinstance(target.operator, (cst.In, cst.NotIn)):
                 # `rank in ranks_of(g)`: the same answer on every member of g (Megatron's membership guard);
                 # a group we cannot name leaves the relation unknown, and unknown is silent
-                result = (
-                    RankValue(None, frozenset({right.axis})) if right.axis is not None else RankValue(frozenset())
-                )
+                result = RankValue(None, frozenset({right.axis})) if right.axis is not None else RankValue(frozenset())
             elif isinstance(right, RankValue):
                 result = right.combine(result) if isinstance(result, RankValue) else right
+            elif isinstance(left, Literal) and isinstance(right, Literal) and len(node.comparisons) == 1:
+                result = _fold_comparison(target.operator, left.value, right.value)
             if dunder and isinstance(left, (TensorValue, Alternatives)):
                 result = calls.call_method(
                     self, left, f"{TENSOR}.{dunder}", [(None, right, target.comparator)], node, receiver_node=node.left
@@ -758,12 +910,18 @@ class Interpreter:
 
     def eval_BooleanOperation(self, node: cst.BooleanOperation) -> Value:
         left, right = self.eval(node.left), self.eval(node.right)
+        if isinstance(left, Literal) and isinstance(right, Literal):
+            if isinstance(node.operator, cst.And):
+                return left if not left.value else right
+            return left if left.value else right
         if isinstance(left, RankValue):
             return left.combine(right)
         return right if isinstance(right, RankValue) else UNKNOWN
 
     def eval_IfExp(self, node: cst.IfExp) -> Value:
-        self.eval(node.test)
+        test = self.eval(node.test)
+        if isinstance(test, Literal) and self.inline_stack:
+            return self.eval(node.body if test.value else node.orelse)
         return join(self.eval(node.body), self.eval(node.orelse), self.ctx.site(node))
 
     def eval_Subscript(self, node: cst.Subscript) -> Value:
@@ -832,10 +990,34 @@ class Interpreter:
         return UNKNOWN
 
     def eval_ListComp(self, node: cst.ListComp) -> Value:
-        return UNKNOWN
+        return self._comprehension(node)
 
     def eval_GeneratorExp(self, node: cst.GeneratorExp) -> Value:
+        return self._comprehension(node)
+
+    def eval_SetComp(self, node: cst.SetComp) -> Value:
+        self._comprehension(node)
         return UNKNOWN
+
+    def _comprehension(self, node: cst.ListComp | cst.GeneratorExp | cst.SetComp) -> Value:
+        """The element once, its loop variables bound to an element of each iterable: a list of such items.
+
+        The loop variables do not leak (Python 3 scoping); what the element does to objects stays.
+        """
+        saved = self.frame.env
+        self.frame.env = dict(saved)
+        try:
+            clause: cst.CompFor | None = node.for_in
+            while clause is not None:
+                iterable = self.eval(clause.iter)
+                self.assign(clause.target, _element_of(iterable), None)
+                for cond in clause.ifs:
+                    self.eval(cond.test)
+                clause = clause.inner_for_in
+            item = self.eval(node.elt)
+        finally:
+            self.frame.env = saved
+        return Homogeneous(item)
 
     def eval_Await(self, node: cst.Await) -> Value:
         return self.eval(node.expression)
@@ -849,10 +1031,30 @@ class Interpreter:
     def report(self, finding: Finding) -> None:
         if not self.checking:
             return
+        if self.ctx.stub:
+            finding = self._at_library_call(finding)
+            if finding is None:
+                return
+            ctx = finding.origin
+            finding.origin = None
+            ctx.report(finding)
+            return
         if self.call_sites and not finding.call_chain and any(ctx is not self.ctx for ctx, _ in self.call_sites):
             # types came from another file: name the calls that brought them here, innermost first
             finding.call_chain = tuple(ctx.site(call) for ctx, call in reversed(self.call_sites))
         self.ctx.report(finding)
+
+    def _at_library_call(self, finding: Finding) -> Finding | None:
+        """A finding inside a library model belongs to the user's call into the library."""
+        for i in range(len(self.call_sites) - 1, -1, -1):
+            ctx, call = self.call_sites[i]
+            if not ctx.stub:
+                name = self.inline_stack[i].name.value
+                moved = Finding(finding.code, call, f"in library code `{name}`: {finding.message}")
+                moved.origin = ctx
+                moved.severity = finding.severity
+                return moved
+        return None
 
     def result_grad(self, grads: Sequence[GradState]) -> GradState:
         if not self.grad_enabled:
@@ -860,8 +1062,14 @@ class Interpreter:
         return GradState.join(grads) if grads else GradState.NO
 
     def factory_tensor(self, rank: int | None, grad: GradState, typed: bool) -> TensorValue:
-        """A deterministic factory's result: R on every axis of the mesh in scope."""
-        axes = {a: AxisType(Kind.R) for a in self.mesh} if typed else {}
+        """A deterministic factory's result: R on every axis of the mesh in scope.
+
+        spmd_types types a factory only while its checking mode runs. The configured mesh is an assumption
+        about code that uses spmd_types; a file that never imports it (a test building inputs, unannotated
+        library code) gives no sign that its tensors are made under checking: they stay untyped there.
+        """
+        assumed = self.mesh == self.ctx.options.mesh and not self.ctx.imports_spmd_types
+        axes = {a: AxisType(Kind.R) for a in self.mesh} if typed and not assumed else {}
         return TensorValue(SpmdType(axes), grad, rank)
 
 
@@ -892,6 +1100,29 @@ def _attr_path(node: cst.BaseExpression) -> str | None:
         parts.append(node.value)
         return ".".join(reversed(parts))
     return None
+
+
+_FOLDABLE = {
+    cst.Equal: lambda a, b: a == b,
+    cst.NotEqual: lambda a, b: a != b,
+    cst.Is: lambda a, b: a is b,
+    cst.IsNot: lambda a, b: a is not b,
+    cst.LessThan: lambda a, b: a < b,
+    cst.LessThanEqual: lambda a, b: a <= b,
+    cst.GreaterThan: lambda a, b: a > b,
+    cst.GreaterThanEqual: lambda a, b: a >= b,
+}
+
+
+def _fold_comparison(op: cst.BaseCompOp, a: object, b: object) -> Value:
+    """Two constants compared (`weight is None` with the default None): the answer, to pick a branch."""
+    fold = _FOLDABLE.get(type(op))
+    if fold is None or not all(isinstance(v, (int, float, str, bool, type(None))) for v in (a, b)):
+        return UNKNOWN
+    try:
+        return Literal(bool(fold(a, b)))
+    except TypeError:
+        return UNKNOWN
 
 
 def _always_exits(block: cst.CSTNode) -> bool:

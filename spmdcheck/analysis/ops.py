@@ -90,7 +90,7 @@ def apply_op(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.CSTNode)
     grad = interp.result_grad([s.value.grad for s in tensors])  # type: ignore[union-attr]
     if rule.grad == "no":
         grad = GradState.NO
-    elif rule.grad == "yes":
+    elif rule.grad in ("yes", "leaf"):
         grad = GradState.YES
     first_rank = next((s.value.rank for s in tensors if s.value.rank is not None), None)  # type: ignore[union-attr]
 
@@ -150,7 +150,9 @@ def apply_op(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.CSTNode)
             min_rank = 2  # their operands are taken to be matrices or batches of them (see _operand_rank)
         elif rule.dims is not None and rule.dims.name == "keep":
             min_rank = max((s.value.min_rank for s in tensors), default=0)  # type: ignore[union-attr]
-    result = TensorValue(SpmdType(result_axes), grad, result_rank, opaque=opaque, min_rank=min_rank)
+    result = TensorValue(
+        SpmdType(result_axes), grad, result_rank, opaque=opaque, min_rank=min_rank, leaf=rule.grad == "leaf"
+    )
     _inplace(interp, rule, bound, result, node)
     return _shape_result(rule, result)
 

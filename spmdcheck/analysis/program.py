@@ -9,25 +9,32 @@ one interpreter, so a type built in model.py reaches the helper in layers.py tha
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import libcst as cst
 
 from spmdcheck.analysis.context import FileContext, Options, ProgramState
-from spmdcheck.analysis.interpreter import Frame, Interpreter, Scope
+from spmdcheck.analysis.interpreter import Interpreter, Scope
 from spmdcheck.program.graph import ModuleFile, ModuleGraph
 from spmdcheck.rules.stubs import Registry
 
 
 @dataclass
 class SourceUnit:
-    """One parsed file of the program, with the settings that apply to it."""
+    """One file of the program, with the settings that apply to it.
+
+    A unit without a parsed `module` is a library of the program: a file the checked files import
+    that cannot hold a finding by itself. It is parsed (by `parse`) only when an import of it runs,
+    its functions are not checked on their own, and calls into it are followed only with typed values.
+    """
 
     path: str
-    module: cst.Module
+    module: cst.Module | None
     options: Options
     file: ModuleFile
     axes: frozenset[str] = frozenset()  # axis names the file mentions (known valid there)
+    text: str = ""
 
 
 @dataclass
@@ -44,53 +51,84 @@ class ProgramResult:
     contexts: dict[str, FileContext] = field(default_factory=dict)  # path -> its file's context
 
 
-def analyze_program(units: list[SourceUnit], registry: Registry, graph: ModuleGraph | None = None) -> ProgramResult:
+def analyze_program(
+    units: list[SourceUnit],
+    registry: Registry,
+    graph: ModuleGraph | None = None,
+    parse: Callable[[str], cst.Module | None] | None = None,
+) -> ProgramResult:
     program = ProgramState()
     runs: dict[str, _ModuleRun] = {}
     ordered: list[_ModuleRun] = []
     for unit in units:
-        ctx = FileContext(registry, unit.options, unit.module, path=unit.path, module_file=unit.file, program=program)
-        ctx.known_axes.update(unit.options.mesh)
-        ctx.known_axes.update(unit.axes)
+        ctx = _context(unit, registry, program)
         run = _ModuleRun(unit, ctx)
-        ordered.append(run)
+        if unit.module is not None:
+            ordered.append(run)
         runs.setdefault(unit.file.name, run)  # two files with one module name: the first is importable
     if not ordered:
         return ProgramResult(program)
 
     interp = Interpreter(ordered[0].ctx)
-
-    def load(name: str) -> Scope | None:
-        run = runs.get(name)
-        if run is None:
-            return None
-        if run.state == "pending":
-            _run_top_level(interp, run)
-        return run.scope
-
-    interp.importer = load
+    loader = _Loader(interp, runs, parse)
+    interp.importer = loader
+    load = loader.load
     order = [name for component in graph.sccs() for name in component] if graph is not None else []
     for name in order:
-        load(name)
+        if runs.get(name) is not None and runs[name].unit.module is not None:
+            load(name)
     for run in ordered:
         if run.state == "pending":
             _run_top_level(interp, run)
     interp.check_functions()
-    return ProgramResult(program, {run.unit.path: run.ctx for run in ordered})
+    return ProgramResult(program, {run.unit.path: run.ctx for run in runs.values() if run.unit.module is not None})
+
+
+class _Loader:
+    """Runs modules on first import; parses a library only then."""
+
+    def __init__(
+        self, interp: Interpreter, runs: dict[str, _ModuleRun], parse: Callable[[str], cst.Module | None] | None
+    ) -> None:
+        self.interp, self.runs, self.parse = interp, runs, parse
+
+    def kind(self, name: str) -> str | None:
+        run = self.runs.get(name)
+        if run is None:
+            return None
+        return "library" if run.ctx.library else "checked"
+
+    def load(self, name: str) -> Scope | None:
+        run = self.runs.get(name)
+        if run is None:
+            return None
+        if run.unit.module is None:
+            module = self.parse(run.unit.text) if self.parse is not None and run.state == "pending" else None
+            if module is None:
+                run.state = "done"
+                return None
+            run.unit.module = module
+            run.ctx.module = module
+        if run.state == "pending":
+            _run_top_level(self.interp, run)
+        return run.scope
+
+
+def _context(unit: SourceUnit, registry: Registry, program: ProgramState) -> FileContext:
+    module = unit.module if unit.module is not None else cst.Module(body=[])
+    ctx = FileContext(registry, unit.options, module, path=unit.path, module_file=unit.file, program=program)
+    ctx.library = unit.module is None
+    ctx.known_axes.update(unit.options.mesh)
+    ctx.known_axes.update(unit.axes)
+    return ctx
 
 
 def _run_top_level(interp: Interpreter, run: _ModuleRun) -> None:
-    """Run one module's top level, leaving the interpreter as it was (imports nest)."""
-    saved = (interp.ctx, interp.scope, interp.frame, interp.mesh, interp.grad_enabled, interp.checking)
+    assert run.unit.module is not None
     run.state = "running"
-    interp.ctx = run.ctx
-    interp.frame = Frame({}, {})
-    interp.frame.globals = interp.frame.env
-    run.scope = Scope(run.ctx, interp.frame.env)
-    interp.scope = run.scope
-    interp.mesh, interp.grad_enabled, interp.checking = run.unit.options.mesh, True, True
+    # the scope exists (and is importable, for cycles) before the body finishes
+    run.scope = Scope(run.ctx, {})
     try:
-        interp.exec_block(run.unit.module.body)
+        interp.run_scope(run.scope, run.unit.module)
     finally:
         run.state = "done"
-        interp.ctx, interp.scope, interp.frame, interp.mesh, interp.grad_enabled, interp.checking = saved

@@ -14,13 +14,14 @@ from spmdcheck.analysis.typeexpr import TypeDict, TypeExprError, axis_name, merg
 from spmdcheck.analysis.values import (
     UNKNOWN,
     Literal,
+    MeshValue,
     ScalarValue,
     Seq,
     TensorValue,
     TypeValue,
     Value,
 )
-from spmdcheck.lattice import AxisType, GradState, Kind, S, SpmdType
+from spmdcheck.lattice import S_UNKNOWN_DIM, AxisType, GradState, Kind, S, SpmdType
 from spmdcheck.rules.model import OpRule
 
 if TYPE_CHECKING:
@@ -40,17 +41,20 @@ def asserted_axes(interp: Interpreter, td: TypeDict, node: cst.CSTNode) -> dict[
                 )
             )
             del axes[axis]
-    if td.bare is not None:
+    if td.bare is not None and not td.partial:
         if not interp.mesh:
-            interp.report(
-                Finding(
-                    "SPMD002",
-                    node,
-                    "a bare type fills the axes of the current mesh, but no mesh is "
-                    "in scope (set [tool.spmdcheck] mesh or use set_current_mesh)",
+            # A caller (or a project helper the checker cannot see through) may have set the mesh: unknown
+            # is silent by default; strict mode asks for a mesh it can see.
+            if interp.ctx.options.strict:
+                interp.report(
+                    Finding(
+                        "SPMD002",
+                        node,
+                        "a bare type fills the axes of the current mesh, but no mesh is "
+                        "in scope (set [tool.spmdcheck] mesh or use set_current_mesh)",
+                    )
                 )
-            )
-            return None
+            return axes or None
         for axis in interp.mesh:
             axes.setdefault(axis, td.bare)
     return axes
@@ -110,7 +114,7 @@ def refine(
                 code, node, f"{what}: on axis {axis!r} the value is {have} but {want} is declared{extra}", suggestions
             )
         )
-    return TensorValue(SpmdType(merged), x.grad, x.rank, reduced_at=x.reduced_at)
+    return TensorValue(SpmdType(merged), x.grad, x.rank, reduced_at=x.reduced_at, leaf=x.leaf)
 
 
 def _pending_at_contract(interp: Interpreter, have: AxisType, axis: str, node: cst.CSTNode, want: str) -> None:
@@ -159,7 +163,7 @@ def _types_from(
         if isinstance(value, Literal) and value.value is None:
             continue
         try:
-            parts.append(type_dict(value))
+            parts.append(type_dict(value, known_name(interp)))
         except TypeExprError as exc:
             if _statically_unknown(value):
                 return None  # a type built at run time: gradual, nothing to check
@@ -174,6 +178,12 @@ def _types_from(
         interp.report(Finding("SPMD002", node, str(exc)))
         return None
     return asserted_axes(interp, merged, node)
+
+
+def known_name(interp: Interpreter) -> Callable[[str], bool]:
+    """Whether the stubs describe an imported name."""
+    registry = interp.ctx.registry
+    return lambda qualname: registry.lookup(registry.resolve_alias(qualname)) is not None
 
 
 def _statically_unknown(value: Value) -> bool:
@@ -244,7 +254,10 @@ def mutate_type(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.Call,
     src, dst = bound.get("src"), bound.get("dst")
     axis_value = bound.get("axis")
     if not isinstance(target, TensorValue):
-        return target
+        if target is UNKNOWN and axis_value is not None:
+            target = TensorValue(SpmdType(), GradState.UNKNOWN, None)  # after the call the axis is dst
+        else:
+            return target
     axes = [axis_name(axis_value)] if axis_value is not None else list(target.type)
     new = dict(target.type)
     for axis in axes:
@@ -254,7 +267,12 @@ def mutate_type(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.Call,
         want_dst = _per_axis(dst, axis)
         have = target.type.get(axis)
         if have is None:
-            interp.report(Finding("SPMD401", node, f"mutate_type: the value has no type on axis {axis!r}"))
+            # Only the axes the checker knows are stored: a missing axis is unknown (a value built from
+            # unknown parts), not known to be untyped, unless the value is known to carry no type at all.
+            if interp.ctx.options.strict and not target.opaque and not target.typed:
+                interp.report(Finding("SPMD401", node, f"mutate_type: the value has no type on axis {axis!r}"))
+            elif want_dst is not None:
+                new[axis] = want_dst
             continue
         if want_src is not None and want_src.kind is not have.kind:
             interp.report(
@@ -303,10 +321,14 @@ def scalar(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.Call, args
 
 
 def shard_type(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
-    if args and isinstance(args[0][1], Literal) and isinstance(args[0][1].value, int):
-        return TypeValue(S(args[0][1].value))
-    interp.report(Finding("SPMD002", node, "S(d) needs an integer literal dim"))
-    return UNKNOWN
+    """`S(d)`: d a constant (literal, constant arithmetic, `x.dim() - 1` at a known rank), else S(?)."""
+    dim = args[0][1] if args else None
+    if isinstance(dim, Literal) and isinstance(dim.value, int) and not isinstance(dim.value, bool):
+        return TypeValue(S(dim.value))
+    if dim is None or isinstance(dim, Literal):
+        interp.report(Finding("SPMD002", node, "S(d) needs an integer dim"))
+        return UNKNOWN
+    return TypeValue(S_UNKNOWN_DIM)  # computed at run time: sharded, on a dim the checker cannot know
 
 
 def backward(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
@@ -355,6 +377,11 @@ def backward(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.Call, ar
     return Literal(None)
 
 
+def current_mesh(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
+    """`current_mesh()`: the mesh in scope, when the checker knows it."""
+    return MeshValue(interp.mesh) if interp.mesh else UNKNOWN
+
+
 def ignore(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
     return UNKNOWN
 
@@ -369,5 +396,6 @@ HANDLERS: dict[str, Handler] = {
     "shard_type": shard_type,
     "backward": backward,
     "ignore": ignore,
+    "current_mesh": current_mesh,
     "local_map": ignore,
 }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from spmdcheck.analysis.values import (
@@ -9,6 +10,9 @@ from spmdcheck.analysis.values import (
     GroupValue,
     Literal,
     MeshValue,
+    ModuleRef,
+    Seq,
+    TensorValue,
     TypeValue,
     Value,
 )
@@ -22,6 +26,9 @@ class TypeDict:
 
     axes: dict[str, AxisType]
     bare: AxisType | None = None
+    # Some keys or types could not be read statically (an imported enum member, a computed value): those
+    # axes stay unknown, and a bare type cannot tell which mesh axes remain for it to fill.
+    partial: bool = False
 
 
 class TypeExprError(ValueError):
@@ -39,8 +46,12 @@ def axis_name(value: Value) -> str | None:
     return None
 
 
-def type_dict(value: Value) -> TypeDict:
-    """A dict literal of axis -> type, a bare type, or a spec string."""
+def type_dict(value: Value, known: Callable[[str], bool] | None = None) -> TypeDict:
+    """A dict literal of axis -> type, a bare type, or a spec string.
+
+    `known(qualname)`: whether an imported name is one the stubs describe (then it is not an axis or a
+    type if it did not resolve to one, e.g. a bare `S`); other imported names are unreadable, silently.
+    """
     if isinstance(value, TypeValue):
         return TypeDict({}, value.type)
     if isinstance(value, Literal) and isinstance(value.value, str):
@@ -50,22 +61,37 @@ def type_dict(value: Value) -> TypeDict:
             raise TypeExprError(str(exc)) from exc
     if isinstance(value, DictValue):
         axes: dict[str, AxisType] = {}
+        partial = False
         for key, item, _node in value.items:
             name = axis_name(key)
             if name is None:
-                raise TypeExprError("a type dict key must be an axis name or a process group")
+                if not unreadable(key, known):
+                    raise TypeExprError("a type dict key must be an axis name or a process group")
+                partial = True
+                continue
             if not isinstance(item, TypeValue):
-                raise TypeExprError(f"the type of axis {name!r} is not R, I, V, P or S(d)")
+                if not unreadable(item, known):
+                    raise TypeExprError(f"the type of axis {name!r} is not R, I, V, P or S(d)")
+                partial = True
+                continue
             if name in axes:
                 raise TypeExprError(f"axis {name!r} is given twice")
             axes[name] = item.type
-        return TypeDict(axes)
+        return TypeDict(axes, partial=partial)
     raise TypeExprError('not an SPMD type: expected a dict like {"tp": V}, a type, or a spec string')
+
+
+def unreadable(value: Value, known: Callable[[str], bool] | None = None) -> bool:
+    """A value the checker cannot see statically (not one it sees and knows to be wrong): gradual, silent."""
+    if isinstance(value, ModuleRef):
+        return known is None or not known(value.qualname)
+    return not isinstance(value, (Literal, TypeValue, TensorValue, DictValue, Seq))
 
 
 def merge_type_dicts(parts: list[TypeDict]) -> TypeDict:
     axes: dict[str, AxisType] = {}
     bare: AxisType | None = None
+    partial = any(part.partial for part in parts)
     for part in parts:
         if part.bare is not None:
             if bare is not None:
@@ -75,4 +101,5 @@ def merge_type_dicts(parts: list[TypeDict]) -> TypeDict:
             if axis in axes and axes[axis] != t:
                 raise TypeExprError(f"axis {axis!r} is given two different types")
             axes[axis] = t
-    return TypeDict(axes, bare)
+    return TypeDict(axes, bare, partial)
+

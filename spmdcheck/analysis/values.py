@@ -93,6 +93,9 @@ class TensorValue(Value):
     # (axis, site) of the reduction that made this value R/I there: named when it is reduced again.
     # Provenance only: it does not take part in equality, so it never splits a join.
     reduced_at: tuple[tuple[str, int], ...] = field(default=(), compare=False, hash=False)
+    # A leaf of the autograd graph (a factory's result, an nn.Parameter): it has no upstream history, so
+    # a raw collective writing into it (a receive buffer) cuts nothing. Provenance: not part of equality.
+    leaf: bool = field(default=False, compare=False, hash=False)
 
     @property
     def typed(self) -> bool:
@@ -134,6 +137,13 @@ class Seq(Value):
 
     items: tuple[Value, ...]
     is_list: bool = False
+
+
+@dataclass(frozen=True)
+class Chain(Value):
+    """Modules applied in order when called (`nn.Sequential(a, b)(x)` is `b(a(x))`)."""
+
+    items: tuple[Value, ...]
 
 
 @dataclass(frozen=True)
@@ -181,6 +191,14 @@ class FunctionValue(Value):
     qualname: str
     scope: Any = field(default=None, compare=False, hash=False)  # the Scope it was defined in
     owner: Any = field(default=None, compare=False, hash=False)  # the ClassValue of a method
+
+
+@dataclass(frozen=True)
+class LazyImport(Value):
+    """`name` imported from a library module of the program, not loaded yet."""
+
+    module: str
+    name: str
 
 
 @dataclass(frozen=True)
@@ -232,7 +250,8 @@ class InstanceValue(Value):
     attrs: dict[str, Value] = field(default_factory=dict)
 
     def snapshot(self) -> tuple:
-        return (id(self), tuple(sorted(self.attrs.items(), key=lambda kv: kv[0])))
+        """The object's state as a memo key: its class and attributes (copies of one object share it)."""
+        return (id(self.cls), tuple(sorted(self.attrs.items(), key=lambda kv: kv[0])))
 
 
 @dataclass(frozen=True)
@@ -332,3 +351,22 @@ def _widen(values: list[TensorValue]) -> TensorValue:
         grads.pop() if len(grads) == 1 else GradState.UNKNOWN,
         ranks.pop() if len(ranks) == 1 else None,
     )
+
+
+def carries_types(value: Value | None, depth: int = 3) -> bool:
+    """Whether a value holds SPMD information a callee could misuse (a typed or grad-carrying tensor)."""
+    if value is None or depth < 0:
+        return False
+    if isinstance(value, TensorValue):
+        return value.typed or value.grad is GradState.YES
+    if isinstance(value, Alternatives):
+        return True
+    if isinstance(value, Seq):
+        return any(carries_types(item, depth - 1) for item in value.items)
+    if isinstance(value, Homogeneous):
+        return carries_types(value.item, depth - 1)
+    if isinstance(value, DictValue):
+        return any(carries_types(item, depth - 1) for _, item, _ in value.items)
+    if isinstance(value, InstanceValue):
+        return any(carries_types(item, depth - 1) for item in value.attrs.values())
+    return isinstance(value, (ScalarValue, GroupValue, MeshValue))

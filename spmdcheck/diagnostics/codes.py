@@ -45,6 +45,12 @@ _ALL = [
         "SPMD004", "malformed-einsum", "error", "An einsum equation that cannot be parsed or does not fit its operands."
     ),
     Code("SPMD005", "config-error", "error", "The [tool.spmdcheck] configuration or a stub file is invalid."),
+    Code(
+        "SPMD006",
+        "unused-suppression",
+        "warning",
+        "A `# noqa: SPMD...` or `# spmdcheck: ignore[...]` comment that suppresses nothing.",
+    ),
     # 1xx: per-axis inference through ordinary ops
     Code("SPMD101", "partial-through-nonlinear", "error", "A Partial (pending sum) goes through a non-linear op."),
     Code(

@@ -1,4 +1,7 @@
-"""Turn findings into diagnostics: positions (resolved only for files with findings), messages, suppressions."""
+"""Turn findings into diagnostics: positions (resolved only for files with findings), messages.
+
+Suppression comments are applied afterwards (diagnostics/suppression.py).
+"""
 
 from __future__ import annotations
 
@@ -10,11 +13,9 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from spmdcheck.analysis.findings import Finding
-from spmdcheck.diagnostics.codes import CODES, lookup
+from spmdcheck.diagnostics.codes import CODES
 
 _SITE = re.compile(r"\{site:(\d+)\}")
-_NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Za-z0-9_\-, ]+))?", re.IGNORECASE)
-_IGNORE = re.compile(r"#\s*spmdcheck:\s*ignore(?:\[(?P<codes>[^\]]*)\])?", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,8 @@ class SuggestionOut:
     replacement: str
     # where the replacement goes: (line, column, end_line, end_column), 1-based; None = advice only
     span: tuple[int, int, int, int] | None = field(default=None, compare=False)
+    # safe: does not change what the program computes (ruff's fix applicability); `--fix` alone applies these
+    safe: bool = field(default=False, compare=False)
 
 
 @dataclass
@@ -92,6 +95,17 @@ class ProgramPositions:
     def add(self, origin: object, path: str, module: cst.Module, source_lines: list[str]) -> None:
         self._files[id(origin)] = (path, module, source_lines)
 
+    def _known(self, origin: object) -> int:
+        """The key of an origin's file: one added, or a file the analysis read on its own (a stub's model)."""
+        key = id(origin)
+        if key in self._files:
+            return key
+        module, path = getattr(origin, "module", None), getattr(origin, "path", None)
+        if isinstance(module, cst.Module) and isinstance(path, str):
+            self._files[key] = (path, module, [])
+            return key
+        return id(None)
+
     def _table(self, origin: object):  # noqa: ANN202
         key = id(origin)
         if key not in self._positions:
@@ -114,7 +128,9 @@ class ProgramPositions:
 
             def where(ref: int, here: str = path) -> str:
                 node, site_origin = sites[ref]
-                site_key = id(site_origin) if id(site_origin) in self._files else id(None)
+                site_key = self._known(site_origin)
+                if site_key not in self._files:
+                    return "another file"
                 site_pos = self._table(site_origin if site_key == id(site_origin) else None).get(node)
                 line = site_pos.start.line if site_pos is not None else 0
                 site_path = self._files[site_key][0]
@@ -138,8 +154,7 @@ class ProgramPositions:
                 message,
                 [SuggestionOut(s.message, s.replacement, _span(positions, s.target)) for s in f.suggestions],
             )
-            if not suppressed(diag, source_lines):
-                out.setdefault(path, []).append(diag)
+            out.setdefault(path, []).append(diag)
         return out
 
 
@@ -184,24 +199,3 @@ def _branch_note(f: Finding, sites: list[cst.CSTNode], line_of) -> str:  # noqa:
         else:
             parts.append(f"when the `if` at line {line_of(node)} takes the {'if' if b.arm == 'if' else 'else'} branch")
     return "(" + "; ".join(parts) + ")"
-
-
-def suppressed(diag: Diagnostic, source_lines: list[str]) -> bool:
-    """`# noqa`, `# noqa: SPMD101`, `# spmdcheck: ignore[partial-through-nonlinear]` on the reported line."""
-    if not 0 < diag.line <= len(source_lines):
-        return False
-    text = source_lines[diag.line - 1]
-    if "#" not in text:
-        return False
-    for pattern in (_NOQA, _IGNORE):
-        m = pattern.search(text)
-        if m is None:
-            continue
-        codes = m.group("codes")
-        if codes is None or not codes.strip():
-            return True
-        for item in re.split(r"[,\s]+", codes.strip()):
-            info = lookup(item) if item else None
-            if info is not None and info.code == diag.code:
-                return True
-    return False

@@ -13,8 +13,13 @@ import ast
 import re
 from dataclasses import dataclass
 
+from spmdcheck.config import check_mesh
+
 _LINE = re.compile(r"^#\s*spmdcheck:\s*(?P<body>.+?)\s*$")
-_IGNORE = re.compile(r"^ignore(\[|$)")
+_IGNORE = re.compile(r"^ignore(-file)?(\[|\s|$)")  # suppressions: diagnostics/suppression.py
+
+
+_BOOLEANS = {"true": True, "false": False}
 
 
 @dataclass(frozen=True)
@@ -42,16 +47,21 @@ def read_inline_config(text: str) -> InlineConfig:
         if key == "strict" and not sep:
             strict = True
         elif key == "strict" and sep:
-            strict = value.strip().lower() in ("true", "1", "yes")
+            flag = _BOOLEANS.get(value.strip().lower())
+            if flag is None:
+                errors.append((lineno, f"`# spmdcheck: strict = ...` wants true or false, got {value.strip()!r}"))
+            else:
+                strict = flag
         elif key == "mesh" and sep:
             try:
                 names = ast.literal_eval(value.strip())
-            except (ValueError, SyntaxError):
+            except (ValueError, SyntaxError, MemoryError, RecursionError):
                 names = None
-            if isinstance(names, (list, tuple)) and all(isinstance(n, str) for n in names):
+            problem = check_mesh(names)
+            if problem is None:
                 mesh = tuple(names)
             else:
-                errors.append((lineno, f"`# spmdcheck: mesh = ...` wants a list of axis names, got {value.strip()}"))
+                errors.append((lineno, f"`# spmdcheck: mesh = {value.strip()}`: {problem}"))
         else:
             errors.append((lineno, f"unknown file setting `{m.group('body')}` (known: mesh = [...], strict)"))
     return InlineConfig(mesh, strict, tuple(errors))

@@ -6,11 +6,12 @@ import json
 from typing import TextIO
 
 from spmdcheck.diagnostics.render import Diagnostic
+from spmdcheck.report import ReportContext
 
 
-def write_json(diags: list[Diagnostic], files: int, out: TextIO) -> None:
+def write(diags: list[Diagnostic], context: ReportContext, out: TextIO) -> None:
     summary = {
-        "files": files,
+        "files": context.files,
         "errors": sum(1 for d in diags if d.severity == "error"),
         "warnings": sum(1 for d in diags if d.severity == "warning"),
     }

@@ -1,41 +1,26 @@
-"""Ruff-like text output: `path:line:col: CODE [name] message`, a code frame, the calls to insert."""
+"""`full` (default; `text` is an alias): `path:line:col: CODE [name] message`, a code frame, the calls to insert."""
 
 from __future__ import annotations
 
-import os
 from typing import TextIO
 
 from spmdcheck.diagnostics.render import Diagnostic
+from spmdcheck.report import ReportContext, display_path
 
 
-def _relative(path: str) -> str:
-    try:
-        rel = os.path.relpath(path)
-    except ValueError:
-        return path
-    return path if rel.startswith("..") else rel
-
-
-def write_text(diags: list[Diagnostic], files: int, out: TextIO, color: bool | None = None) -> None:
+def write(diags: list[Diagnostic], context: ReportContext, out: TextIO) -> None:
     from rich.console import Console
     from rich.markup import escape
 
-    console = Console(file=out, force_terminal=color, no_color=color is False, highlight=False, soft_wrap=True)
-    sources: dict[str, list[str]] = {}
+    color, files = context.color, context.files
+    console = Console(file=out, force_terminal=color, no_color=not color, highlight=False, soft_wrap=True)
     for d in diags:
         style = "bold red" if d.severity == "error" else "bold yellow"
         console.print(
-            f"[bold]{escape(_relative(d.path))}:{d.line}:{d.column}:[/bold] [{style}]{d.code}[/{style}] "
+            f"[bold]{escape(display_path(d.path))}:{d.line}:{d.column}:[/bold] [{style}]{d.code}[/{style}] "
             f"[dim]\\[{d.name}][/dim] {escape(d.message)}"
         )
-        lines = sources.get(d.path)
-        if lines is None:
-            try:
-                with open(d.path, encoding="utf-8") as fh:
-                    lines = fh.read().splitlines()
-            except OSError:
-                lines = []
-            sources[d.path] = lines
+        lines = context.sources.lines(d.path)
         if 0 < d.line <= len(lines):
             width = len(str(min(len(lines), d.end_line + 1)))
             for n in range(max(1, d.line - 1), min(len(lines), d.line + 1) + 1):
@@ -47,7 +32,8 @@ def write_text(diags: list[Diagnostic], files: int, out: TextIO, color: bool | N
                     console.print(f"[dim]  {'':>{width}} |[/dim] {' ' * (d.column - 1)}[{style}]{carets}[/{style}]")
         for s in d.suggestions:
             console.print(f"  [cyan]help:[/cyan] {escape(s.message)}")
-            console.print(f"        [green]{escape(s.replacement)}[/green]")
+            if s.replacement:
+                console.print(f"        [green]{escape(s.replacement)}[/green]")
         console.print()
     errors = sum(1 for d in diags if d.severity == "error")
     warnings = len(diags) - errors

@@ -113,6 +113,12 @@ class OpRule:
     factory_rank: int | None = None  # a fixed rank (arange: 1, eye: 2)
     passthrough: bool = False
     rank_dependent: bool = False  # returns a value that differs across ranks (a rank index)
+    container_param: str | None = None  # returns this argument, a sequence of modules (nn.ModuleList)
+    sequential_param: str | None = None  # returns a chain of these modules, applied in order when called
+    constant_test: bool = False  # returns whether its argument is a constant the analysis knows (is_known)
+    model_path: str | None = None  # a @model class/function: the stub file whose body the analysis interprets
+    model_module: str | None = None  # ... and that stub's module name (for its relative imports)
+    rank_of: bool = False  # returns the receiver tensor's rank (x.dim(), x.ndim): a constant when it is known
     rank_axis: str | None = None  # ... only along this mesh axis (a rank within the tp group); None: every axis
     rank_group_param: str | None = None  # ... along the axis of the group (or mesh dim) this parameter names
     group_members_param: str | None = None  # returns the ranks of the group this parameter names
@@ -130,6 +136,7 @@ class OpRule:
     spmd_api: str | None = None
     context: str | None = None
     const_type: str | None = None  # a type constant: R, I, V, P
+    const_str: str | None = None  # a string constant (an enum member naming a mesh axis: `DP = "dp"`)
     alias_of: str | None = None
     source: str = ""  # stub file:line, for messages
 

@@ -228,11 +228,22 @@ def _apply_decorator(rule: OpRule, name: str, args: list[object], kwargs: dict[s
         rule.passthrough = True
         rule.rank_axis = kwargs.get("axis")  # type: ignore[assignment]
         rule.rank_group_param = kwargs.get("group")  # type: ignore[assignment]
+    elif name == "container":
+        rule.container_param = str(args[0])
+        rule.returns = Returns.VALUE
+    elif name == "sequential":
+        rule.sequential_param = str(args[0])
+        rule.returns = Returns.VALUE
+    elif name == "constant_test":
+        rule.constant_test = True
+        rule.returns = Returns.VALUE
     elif name == "group_members":
         rule.group_members_param = str(kwargs.get("param", args[0] if args else "group"))
         rule.returns = Returns.VALUE
     elif name == "opaque":
         rule.opaque = True
+    elif name == "rank_of":
+        rule.rank_of = True
     elif name == "grad":
         rule.grad = str(args[0])
     elif name == "dims":
@@ -378,8 +389,27 @@ def load_stub_source(source: str, module_name: str, is_package: bool, where: str
     return registry
 
 
+def _is_model(node: cst.FunctionDef | cst.ClassDef) -> bool:
+    return any(
+        (isinstance(d.decorator, cst.Name) and d.decorator.value == "model")
+        or (isinstance(d.decorator, cst.Attribute) and d.decorator.attr.value == "model")
+        for d in node.decorators
+    )
+
+
 def _load_statement(stmt, module, module_name, is_package, where, add) -> None:  # noqa: ANN001
-    if isinstance(stmt, cst.FunctionDef):
+    if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)) and _is_model(stmt):
+        # its body is interpreted by the analysis, not read as rules
+        add(
+            OpRule(
+                qualname=f"{module_name}.{stmt.name.value}",
+                returns=Returns.VALUE,
+                model_path=where,
+                model_module=module_name,
+                source=where,
+            )
+        )
+    elif isinstance(stmt, cst.FunctionDef):
         add(_load_function(stmt, f"{module_name}.{stmt.name.value}", module, False, where))
     elif isinstance(stmt, cst.ClassDef):
         cls = f"{module_name}.{stmt.name.value}"
@@ -421,6 +451,21 @@ def _load_small(small, module, prefix, add, where) -> None:  # noqa: ANN001
                     source=where,
                 )
             )
+    elif (
+        isinstance(small, cst.Assign)
+        and len(small.targets) == 1
+        and isinstance(small.targets[0].target, cst.Name)
+        and isinstance(small.value, cst.SimpleString)
+        and isinstance(small.value.evaluated_value, str)
+    ):
+        add(
+            OpRule(
+                qualname=f"{prefix}.{small.targets[0].target.value}",
+                const_str=small.value.evaluated_value,
+                returns=Returns.VALUE,
+                source=where,
+            )
+        )
     elif isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
         value = module.code_for_node(small.value)
         if value.replace(".", "").replace("_", "").isalnum():

@@ -44,6 +44,7 @@ from spmdcheck.annotations import (
     nonlinear,
     opaque,
     passthrough,
+    rank_of,
     spmd_api,
 )
 
@@ -1175,8 +1176,10 @@ class Tensor:
     # ----- Metadata (untyped Python values) -----------------------------
     @passthrough
     def size(self, dim: int | None = None) -> Size: ...
+    @rank_of
     @passthrough
     def dim(self) -> int: ...
+    @rank_of
     @passthrough
     def ndimension(self) -> int: ...
     @passthrough
@@ -1234,6 +1237,7 @@ class Tensor:
     @passthrough
     def layout(self) -> layout: ...
     @property
+    @rank_of
     @passthrough
     def ndim(self) -> int: ...
     @property

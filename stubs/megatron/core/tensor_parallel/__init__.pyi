@@ -14,3 +14,7 @@ from .mappings import (
 from .mappings import reduce_scatter_to_sequence_parallel_region as reduce_scatter_to_sequence_parallel_region
 from .mappings import scatter_to_sequence_parallel_region as scatter_to_sequence_parallel_region
 from .mappings import scatter_to_tensor_model_parallel_region as scatter_to_tensor_model_parallel_region
+from .layers import ColumnParallelLinear as ColumnParallelLinear
+from .layers import RowParallelLinear as RowParallelLinear
+from .layers import VocabParallelEmbedding as VocabParallelEmbedding
+from .cross_entropy import vocab_parallel_cross_entropy as vocab_parallel_cross_entropy

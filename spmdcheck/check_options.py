@@ -1,0 +1,76 @@
+"""The options of `spmdcheck check`, grouped as in `--help`."""
+
+from __future__ import annotations
+
+import argparse
+
+from spmdcheck.report import ALIASES, FORMATS
+
+
+def add_check_arguments(check: argparse.ArgumentParser) -> None:
+    check.add_argument("paths", nargs="*", default=None)
+
+    rules = check.add_argument_group("rule selection")
+    rules.add_argument(
+        "--strict",
+        action="store_true",
+        default=None,
+        help="an operand missing a mesh axis is an error (spmd_types strict mode)",
+    )
+    rules.add_argument("--select", default=None, help="comma-separated codes, prefixes or names to report")
+    rules.add_argument("--extend-select", default=None, help="codes, prefixes or names to add to the selection")
+    rules.add_argument("--ignore", default=None, help="comma-separated codes, prefixes or names to skip")
+    rules.add_argument("--mesh", default=None, help="comma-separated mesh axis names (overrides the config)")
+
+    config = check.add_argument_group("configuration")
+    config.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="PATH | KEY=VALUE",
+        help="a config file to use for every checked file, or a `key = value` override in TOML syntax "
+        "(repeatable; overrides win over every config file)",
+    )
+    config.add_argument("--isolated", action="store_true", help="ignore every config file")
+    config.add_argument(
+        "--show-settings", action="store_true", help="print the resolved settings for the first path, then exit"
+    )
+    config.add_argument("--stub-path", action="append", default=[], help="extra stub directory (repeatable)")
+    config.add_argument("--jobs", "-j", type=int, default=None, help="worker processes (default: cores)")
+    config.add_argument("--no-respect-gitignore", action="store_true")
+    config.add_argument(
+        "--no-cache", action="store_true", help="neither read nor write the result cache (.spmdcheck_cache/)"
+    )
+    config.add_argument(
+        "--force-exclude", action="store_true", help="apply excludes to files named on the command line"
+    )
+
+    output = check.add_argument_group("output")
+    output.add_argument(
+        "--output-format",
+        choices=(*FORMATS, *ALIASES),
+        default="full",
+        help="full (default; `text` is an alias), concise, json, json-lines, sarif, github, gitlab, junit",
+    )
+    output.add_argument("--statistics", action="store_true", help="print how many findings of each code, only")
+    output.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+    output.add_argument("--exit-zero", action="store_true", help="exit 0 even when diagnostics are found")
+    output.add_argument("--stdin-filename", default=None, help="with the path `-`: the name to report for stdin")
+
+    fixing = check.add_argument_group("fixes and adoption")
+    fixing.add_argument(
+        "--fix", action="store_true", help="apply safe fixes (removing unused suppressions); see --unsafe-fixes"
+    )
+    fixing.add_argument("--unsafe-fixes", action="store_true", help="with --fix: also insert the suggested collectives")
+    fixing.add_argument(
+        "--diff", action="store_true", help="print every fix as a unified diff, write nothing (exit 1 if any)"
+    )
+    fixing.add_argument(
+        "--add-noqa", action="store_true", help="append `# noqa: CODE` to the line of every current finding"
+    )
+    fixing.add_argument(
+        "--baseline", metavar="FILE", default=None, help="report only findings that are not in this baseline"
+    )
+    fixing.add_argument(
+        "--write-baseline", metavar="FILE", default=None, help="write every current finding to a baseline file"
+    )

@@ -1,0 +1,78 @@
+"""Applying fixes in rounds, and `--diff` (every fix as a unified diff, nothing written).
+
+A finding is often the consequence of an earlier one in the same file (an
+unreduced sum makes the next line's operand look Varying). Applying every
+suggestion at once would also "fix" those echoes, with conversions that are
+wrong once the first fix is in. So unsafe fixes go one at a time, earliest
+first, with a re-check after each, as ruff re-lints between fix passes; the
+safe ones (removing unused suppressions) go together.
+"""
+
+from __future__ import annotations
+
+import difflib
+import pathlib
+from collections.abc import Callable
+
+from spmdcheck.diagnostics.render import Diagnostic
+from spmdcheck.diagnostics.suppression import physical_lines
+
+MAX_ROUNDS = 25  # per file; a fix that keeps producing new findings stops here
+IMPORT_LINE = "import spmd_types"
+
+
+def fixable(diags: list[Diagnostic], unsafe: bool) -> list[Diagnostic]:
+    """Diagnostics whose first placeable suggestion may be applied (safe ones only without `unsafe`)."""
+    out = []
+    for d in diags:
+        s = next((s for s in d.suggestions if s.span is not None), None)
+        if s is not None and (unsafe or s.safe):
+            out.append(d)
+    return out
+
+
+def next_batch(diags: list[Diagnostic], unsafe: bool) -> list[Diagnostic]:
+    """What one round applies: every safe fix, else the earliest unsafe one."""
+    todo = sorted(fixable(diags, unsafe), key=Diagnostic.sort_key)
+    safe = [d for d in todo if next(s for s in d.suggestions if s.span is not None).safe]
+    return safe or todo[:1]
+
+
+def fix_in_memory(text: str, check: Callable[[str], list[Diagnostic]], unsafe: bool) -> tuple[str, int]:
+    """The text after every round of fixes, and how many fixes were applied."""
+    import libcst as cst
+
+    from spmdcheck.fixes import fix_text
+
+    applied = 0
+    for _ in range(MAX_ROUNDS):
+        batch = next_batch(check(text), unsafe)
+        if not batch:
+            break
+        new, count = fix_text(text, batch, IMPORT_LINE)
+        try:
+            cst.parse_module(new)
+        except cst.ParserSyntaxError:
+            break  # --fix would refuse this too
+        if not count or new == text:
+            break
+        text, applied = new, applied + count
+    return text, applied
+
+
+def fix_diff(
+    path: str, check: Callable[[str], list[Diagnostic]], shown_path: str, unsafe: bool = True
+) -> tuple[str, int]:
+    """The unified diff the fixes would make to `path`; and how many fixes."""
+    try:
+        original = pathlib.Path(path).read_bytes().decode("utf-8").removeprefix("\ufeff")
+    except (OSError, UnicodeDecodeError):
+        return "", 0
+    fixed, count = fix_in_memory(original, check, unsafe)
+    if fixed == original:
+        return "", 0
+    old, new = (f"a/{shown_path}", f"b/{shown_path}") if not shown_path.startswith("/") else (shown_path, shown_path)
+    out = []
+    for line in difflib.unified_diff(physical_lines(original), physical_lines(fixed), fromfile=old, tofile=new):
+        out.append(line if line.endswith(("\n", "\r")) else line + "\n\\ No newline at end of file\n")
+    return "".join(out), count

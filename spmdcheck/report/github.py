@@ -1,0 +1,41 @@
+"""`github`: GitHub Actions workflow commands, one `::error`/`::warning` annotation per finding.
+
+GitHub shows only the first 10 annotations of each type per step in the
+pull-request view (the rest are in the log); upload SARIF for the full list.
+"""
+
+from __future__ import annotations
+
+from typing import TextIO
+
+from spmdcheck.diagnostics.render import Diagnostic
+from spmdcheck.report import ReportContext, display_path
+
+
+def escape_data(text: str) -> str:
+    """The message after `::` (GitHub's escaping of workflow command data)."""
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def escape_property(text: str) -> str:
+    """A `key=value` property: `:` and `,` separate properties, so they are escaped too."""
+    return escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def write(diags: list[Diagnostic], context: ReportContext, out: TextIO) -> None:
+    for d in diags:
+        level = "error" if d.severity == "error" else "warning"
+        props = {
+            "file": display_path(d.path).replace("\\", "/"),
+            "line": str(d.line),
+            "col": str(d.column),
+            "endLine": str(d.end_line),
+            "endColumn": str(d.end_column),
+            "title": f"{d.code} {d.name}",
+        }
+        message = f"{d.code} {d.message}"
+        if d.suggestions:
+            s = d.suggestions[0]
+            message += f"\nhelp: {s.message}\n    {s.replacement}"
+        rendered = ",".join(f"{k}={escape_property(v)}" for k, v in props.items())
+        out.write(f"::{level} {rendered}::{escape_data(message)}\n")

@@ -1,0 +1,33 @@
+"""`junit`: JUnit XML, one test suite per file with findings and one failed test case per finding."""
+
+from __future__ import annotations
+
+import itertools
+import xml.etree.ElementTree as ET
+from typing import TextIO
+
+from spmdcheck.diagnostics.render import Diagnostic
+from spmdcheck.report import ReportContext, display_path
+
+
+def write(diags: list[Diagnostic], context: ReportContext, out: TextIO) -> None:
+    root = ET.Element("testsuites", name="spmdcheck", tests=str(max(1, len(diags))), failures=str(len(diags)))
+    if not diags:
+        suite = ET.SubElement(root, "testsuite", name="spmdcheck", tests="1", failures="0", errors="0")
+        ET.SubElement(suite, "testcase", name="spmdcheck", classname="spmdcheck")
+    for path, group in itertools.groupby(diags, key=lambda d: d.path):
+        found = list(group)
+        shown = display_path(path)
+        suite = ET.SubElement(
+            root, "testsuite", name=shown, tests=str(len(found)), failures=str(len(found)), errors="0"
+        )
+        for d in found:
+            case = ET.SubElement(
+                suite, "testcase", name=f"{d.code} {d.name}", classname=shown, file=shown, line=str(d.line)
+            )
+            failure = ET.SubElement(case, "failure", message=d.message, type=d.code)
+            failure.text = f"{shown}:{d.line}:{d.column}: {d.code} [{d.name}] {d.message}"
+    ET.indent(root)
+    out.write('<?xml version="1.0" encoding="UTF-8"?>\n')
+    out.write(ET.tostring(root, encoding="unicode"))
+    out.write("\n")

@@ -1,0 +1,1 @@
+"""spmdcheck rules for torchtitan 0.3.0 (read with libcst, never imported)."""

@@ -1,0 +1,1 @@
+"""spmdcheck rules for `torchtitan.distributed`."""

@@ -1,0 +1,1 @@
+"""spmdcheck rules for vLLM (inference: no backward, so only forward types matter)."""
