@@ -10,19 +10,19 @@ import pickle
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
-
-import libcst as cst
+from typing import TYPE_CHECKING
 
 from spmdcheck import prepass
-from spmdcheck.analysis.context import Options
-from spmdcheck.analysis.program import SourceUnit, analyze_program
 from spmdcheck.diagnostics.codes import CODES
 from spmdcheck.diagnostics.render import Diagnostic, ProgramPositions, make
 from spmdcheck.diagnostics.suppression import apply_suppressions
 from spmdcheck.frontend.inline_config import read_inline_config
-from spmdcheck.frontend.source import ParseFailure, mesh_names_in, parse
 from spmdcheck.program.graph import ModuleFile, ModuleGraph, build_graph, module_name_for
-from spmdcheck.rules.stubs import Registry, load_stub_dirs
+
+if TYPE_CHECKING:  # libcst and the analysis load when a file is analysed: a cached run never needs them
+    import libcst as cst
+
+    from spmdcheck.rules.stubs import Registry
 
 SHIPPED_STUBS_CANDIDATES = (
     pathlib.Path(__file__).resolve().parent / "_stubs",  # installed wheel
@@ -64,6 +64,7 @@ def _cache_dir() -> pathlib.Path:
 def load_registry(stub_path: tuple[str, ...] = ()) -> Registry:
     """Shipped stubs, then the user's stub directories; cached on disk by the files' stamps."""
     from spmdcheck import __version__
+    from spmdcheck.rules.stubs import Registry, load_stub_dirs
 
     dirs = [shipped_stubs(), *(pathlib.Path(p) for p in stub_path)]
     stamp = hashlib.sha256(__version__.encode())
@@ -132,6 +133,10 @@ def check_sources(
     `libraries` are paths the others import that cannot hold a finding by themselves: parsed only
     when an import of them runs, and followed only where typed values flow into them.
     """
+    from spmdcheck.analysis.context import Options
+    from spmdcheck.analysis.program import SourceUnit, analyze_program
+    from spmdcheck.frontend.source import ParseFailure, mesh_names_in, parse
+
     settings = settings or Settings()
     registry = registry if registry is not None else load_registry(settings.stub_path)
     if exists is None:

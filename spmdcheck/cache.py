@@ -120,12 +120,13 @@ class ResultCache:
 
     file: pathlib.Path
     key: str
-    files: dict[str, tuple[str, object]] = field(default_factory=dict)
+    _files: dict[str, tuple[str, object]] | None = None  # the scans, in their own file, read on first need
     programs: dict[str, dict[str, list[list[Any]]]] = field(default_factory=dict)
     tree: str = ""
     results: dict[str, tuple[bool, list[list[Any]]]] = field(default_factory=dict)
     stub_errors: list[str] | None = None
     dirty: bool = False
+    scans_dirty: bool = False
 
     @classmethod
     def open(cls, directory: pathlib.Path, key: str) -> ResultCache:
@@ -139,9 +140,6 @@ class ResultCache:
         errors = doc.get("stub_errors")
         if isinstance(errors, list) and all(isinstance(e, str) for e in errors):
             cache.stub_errors = errors
-        for path, entry in _dict(doc.get("files")).items():
-            if isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str):
-                cache.files[path] = (entry[0], entry[1])
         for pkey, per_file in _dict(doc.get("programs")).items():
             per_file = _dict(per_file)
             if per_file and all(_diagnostics_shape(d) for d in per_file.values()):
@@ -154,13 +152,33 @@ class ResultCache:
             cache.tree, cache.results = tree, {p: (r[0], r[1]) for p, r in results.items()}
         return cache
 
+    @property
+    def scans_file(self) -> pathlib.Path:
+        return self.file.with_name(self.file.name.replace("results-", "scans-", 1))
+
+    @property
+    def files(self) -> dict[str, tuple[str, object]]:
+        """path -> (content hash, the pre-pass scan as plain data); kept apart, so that an unchanged
+        tree reads only the small results file."""
+        if self._files is None:
+            self._files = {}
+            try:
+                doc = json.loads(self.scans_file.read_bytes())
+            except (OSError, ValueError, UnicodeDecodeError, RecursionError):
+                doc = None
+            if isinstance(doc, dict) and doc.get("version") == FORMAT_VERSION and doc.get("key") == self.key:
+                for path, entry in _dict(doc.get("files")).items():
+                    if isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str):
+                        self._files[path] = (entry[0], entry[1])
+        return self._files
+
     def scan(self, path: str, content: str) -> object | None:
         entry = self.files.get(path)
         return entry[1] if entry is not None and entry[0] == content else None
 
     def store_scan(self, path: str, content: str, plain: object) -> None:
         self.files[path] = (content, plain)
-        self.dirty = True
+        self.dirty = self.scans_dirty = True
 
     def set_stub_errors(self, errors: list[str]) -> None:
         if self.stub_errors != errors:
@@ -182,22 +200,47 @@ class ResultCache:
             "stub_errors": self.stub_errors,
             "tree": self.tree,
             "results": {p: list(r) for p, r in self.results.items()},
-            "files": {p: list(e) for p, e in self.files.items()},
             "programs": self.programs,
         }
-        tmp = None
-        try:
-            fd, tmp = tempfile.mkstemp(prefix=".results-", suffix=".tmp", dir=self.file.parent)
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(doc, fh, separators=(",", ":"))
-            os.replace(tmp, self.file)
-        except (OSError, TypeError, ValueError):
-            if tmp is not None:
-                try:
-                    os.unlink(tmp)
-                except OSError:
-                    pass
-        self.dirty = False
+        if self.scans_dirty:
+            scans = {"version": FORMAT_VERSION, "key": self.key, "files": {p: list(e) for p, e in self.files.items()}}
+            _write_atomically(self.scans_file, scans)
+        _write_atomically(self.file, doc)
+        self.dirty = self.scans_dirty = False
+        _prune(self.file.parent)
+
+
+KEEP_STORES = 8  # run keys kept side by side (settings groups, recent checker versions)
+
+
+def _prune(directory: pathlib.Path) -> None:
+    """Drop the stores of all but the most recently written run keys."""
+    try:
+        stores = sorted(directory.glob("results-*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
+    except OSError:
+        return
+    for old in stores[KEEP_STORES:]:
+        for path in (old, old.with_name(old.name.replace("results-", "scans-", 1))):
+            try:
+                path.unlink()
+            except OSError:
+                pass
+
+
+def _write_atomically(target: pathlib.Path, doc: dict) -> None:
+    """Write to a temporary file beside `target`, then rename: readers see the old or the new file."""
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=target.parent)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(doc, fh, separators=(",", ":"))
+        os.replace(tmp, target)
+    except (OSError, TypeError, ValueError):
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
 
 
 def tree_key(hashes: dict[str, str]) -> str:

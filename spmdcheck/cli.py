@@ -238,12 +238,20 @@ def _check(args: argparse.Namespace) -> int:
     jobs = args.jobs if args.jobs is not None else primary.jobs
     diags = []
     results = []
-    registries: set[int] = set()
+    reported: set[tuple[str, ...]] = set()
     for settings, group in by_settings.items():
-        registry = load_registry(settings.stub_path)
-        if id(registry) not in registries:  # groups with the same stubs share one registry: report it once
-            registries.add(id(registry))
-            diags += [make(e.split(":", 1)[0], "SPMD005", f"stub error: {e}") for e in registry.errors]
+        store = _open_cache(args, primary.root, settings) if stdin_text is None else None
+        registry = None  # loaded when something is analysed: a cached run reads only the cache
+        if store is not None and store.stub_errors is not None:
+            stub_errors = store.stub_errors  # the stub files are part of the cache's key
+        else:
+            registry = load_registry(settings.stub_path)
+            stub_errors = registry.errors
+            if store is not None:
+                store.set_stub_errors(registry.errors)
+        if settings.stub_path not in reported:  # groups with the same stubs share one registry: report it once
+            reported.add(settings.stub_path)
+            diags += [make(e.split(":", 1)[0], "SPMD005", f"stub error: {e}") for e in stub_errors]
         if stdin_text is not None:
             from spmdcheck.api import FileResult, check_source
 
@@ -251,10 +259,11 @@ def _check(args: argparse.Namespace) -> int:
         else:
             from spmdcheck.api import run_check
 
-            store = _open_cache(args, primary.root, settings)
             group_results = run_check(group, settings, registry, jobs, store)
             if store is not None:
                 store.save()
+        if registry is None and (args.diff or args.add_noqa or args.fix):
+            registry = load_registry(settings.stub_path)
         if args.diff or stdin_text is not None:
             pass  # --diff writes nothing; stdin has no file to write
         elif args.add_noqa:

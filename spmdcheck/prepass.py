@@ -39,9 +39,12 @@ import re
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from spmdcheck.rules.model import OpRule
-from spmdcheck.rules.stubs import Registry
+
+if TYPE_CHECKING:
+    from spmdcheck.rules.stubs import Registry
 
 # A file naming one of these is analysed whole: annotations, the spmd_types API, file settings, and
 # suppression comments naming a code (an unused one is reported).

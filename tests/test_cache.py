@@ -111,10 +111,14 @@ def test_a_corrupted_cache_is_ignored(project):
         for entry in doc["results"].values():
             entry[1] = [["not", "a", "diagnostic"]]
         doc["programs"] = {k: {"x": 3} for k in doc["programs"]}
-        doc["files"] = {p: ["0" * 32, "garbage"] for p in doc["files"]}
+        doc["tree"] = "stale"  # so the programs and scans are consulted
         store.write_text(json.dumps(doc))
+    for scans in (project / ".spmdcheck_cache").glob("scans-*.json"):
+        doc = json.loads(scans.read_text())
+        doc["files"] = {p: [entry[0], "garbage"] for p, entry in doc["files"].items()}
+        scans.write_text(json.dumps(doc))
     assert _check(project).stdout == first.stdout
-    for store in (project / ".spmdcheck_cache").glob("results-*.json"):
+    for store in (project / ".spmdcheck_cache").glob("*.json"):
         store.write_bytes(b"\x80not json")
     assert _check(project).stdout == first.stdout
 
