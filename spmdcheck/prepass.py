@@ -3,31 +3,35 @@
 libcst (positions, fixes) costs about ten times CPython's `ast`, and most code in a
 real tree never meets a type: unannotated code is silent (gradual typing). So every
 file is first read with `ast` (which is also its syntax check), cut into *units* (a
-module-level statement, function or class), and each unit's identifiers are collected
-by a text scan. libcst then parses only the files that hold a unit that can matter,
-with the bodies of the other functions blanked out line for line (positions do not
-move).
+module-level statement, function, class header or method), and each unit's identifiers
+are collected from its text without comments and prose strings. A file with a unit that
+may make a type is checked; the checked files it imports come along as libraries; the
+bodies of the functions and methods that cannot matter are blanked line for line
+(positions do not move) before libcst parses anything.
 
-Why nothing dropped can hold a finding: a type (or a rank-dependent collective, a
-mesh, a tensor needing grad that meets a raw collective) can only enter a program
-through
-- a rule that creates one from untyped operands (a collective, a Megatron mapping,
-  the spmd_types API, a mesh; with a mesh configured, any rule at all), which the
-  code names by its last identifier (`dist.all_reduce`, `from x import all_reduce`);
+Why nothing dropped can hold a finding: a type (or a rank value, a mesh, a collective
+whose ranks may diverge) can only enter a program through
+- a rule that creates one from untyped operands (a collective, a Megatron mapping or
+  model, a rank query, the spmd_types API, a mesh; with a mesh configured, any rule at
+  all), which the code names by the last part of its name (`dist.all_reduce`,
+  `from torch.distributed import all_reduce as ar`); `seed_words` reads them from the
+  rules, and a rule of a kind it does not know is a seed;
 - an annotation or a file setting, whose spellings all contain `spmd` or `Annotated`
   (`spmd_types`, `spmdcheck.annotations.Local`, `# spmdcheck:`, `typing.Annotated`);
 and a suppression comment names its code (`# noqa: SPMD101`). A file holding `spmd`,
-`SPMD` or `Annotated` anywhere is analysed whole. Elsewhere, a unit
-naming a seed identifier is *tainted*, and taint spreads to a fixed point, across all
-the files of the run (whole-program analysis may follow names between files):
-- a unit naming anything a tainted unit binds (it may read a typed value, or call
-  code that issues collectives) is tainted;
-- a function or class whose name a tainted unit mentions is tainted (it may be
-  called with typed arguments, or hold state the tainted code reads).
-A class is one unit (its methods share `self`). Identifiers are compared as words of
-the source text, strings and comments included, so the relation only over-approximates.
-Every function body outside the tainted units is blanked; a file without a tainted
-unit is not parsed by libcst at all.
+`SPMD` or `Annotated` anywhere is analysed whole. Elsewhere a unit naming a seed is a
+*source*, and `spread` propagates to a fixed point:
+- a unit naming what a source binds, in its own file or a checked module it imports
+  (it may call it or read its value), is a source; a class with a source method is a
+  source, and so is a method reading `self.<attr>` of a source method of its class or
+  of a base class;
+- a unit a source or exposed unit names is *exposed* (it may be called with typed
+  arguments): a module-level function or class named from a file that imports it, a
+  method whose name any unit that matters mentions (objects travel anywhere), and the
+  dunder methods and `forward` of a class that matters (construction and calls run them).
+Names are compared as words, so the relation only over-approximates what the analysis
+can follow. SPMDCHECK_NO_PREPASS=1 turns all of this off (every file checked whole), and
+tests compare the two.
 """
 
 from __future__ import annotations
