@@ -116,7 +116,7 @@ def add(a, b):
 def _run(args: list[str], cwd, prepass_on: bool) -> subprocess.CompletedProcess:
     env = dict(os.environ, SPMDCHECK_NO_PREPASS="0" if prepass_on else "1")
     return subprocess.run(
-        [sys.executable, "-m", "spmdcheck", "check", *args, "--output-format", "json"],
+        [sys.executable, "-m", "spmdcheck", "check", *args, "--output-format", "json", "--no-cache"],
         cwd=cwd,
         env=env,
         capture_output=True,
