@@ -19,6 +19,9 @@ also accepted by tools that evaluate annotations. The spec string lists
 The mypy/pyright-clean form ``Annotated[Tensor, {"tp": V}]`` (a dict, as in
 ``spmd_types.assert_type``) and ``Annotated[Tensor, "tp: V"]`` mean the same.
 
+``reveal_spmd_type(x)`` asks spmdcheck to report, at its line, what it
+inferred for ``x`` on every mesh axis and what its gradient will be.
+
 Stub vocabulary: the decorators below are how ``stubs/**/*.pyi`` (and users'
 own stub directories) describe the SPMD rule of a function. Each decorator
 takes only literals; spmdcheck reads them statically. See docs/stubs.md.
@@ -31,6 +34,7 @@ from typing import Annotated, Any, TypeVar
 
 __all__ = [
     "Local",
+    "reveal_spmd_type",
     "linear",
     "multilinear",
     "nonlinear",
@@ -87,6 +91,18 @@ class _LocalTypeSpelling:
 LocalType = _LocalTypeSpelling()
 
 
+_T = TypeVar("_T")
+
+
+def reveal_spmd_type(value: _T) -> _T:
+    """Ask spmdcheck for the inferred SPMD type of `value` (and its gradient's) at this line.
+
+    spmdcheck reports it as a note (SPMD901), like mypy's ``reveal_type``.
+    At run time this returns `value` unchanged and does nothing else.
+    """
+    return value
+
+
 def _identity(fn: _F) -> _F:
     return fn
 
@@ -108,7 +124,6 @@ def rank_dependent(*args: Any, **_kwargs: Any) -> Any:
     if len(args) == 1 and callable(args[0]) and not _kwargs:
         return args[0]
     return _identity
-
 
 
 rank_of = _identity

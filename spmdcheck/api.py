@@ -22,6 +22,7 @@ from spmdcheck.program.graph import ModuleFile, ModuleGraph, build_graph, module
 if TYPE_CHECKING:  # libcst and the analysis load when a file is analysed: a cached run never needs them
     import libcst as cst
 
+    from spmdcheck.analysis.context import BindObserver
     from spmdcheck.rules.stubs import Registry
 
 SHIPPED_STUBS_CANDIDATES = (
@@ -107,10 +108,14 @@ def _selected(code: str, settings: Settings) -> bool:
 
 
 def check_source(
-    text: str, path: str = "<string>", settings: Settings | None = None, registry: Registry | None = None
+    text: str,
+    path: str = "<string>",
+    settings: Settings | None = None,
+    registry: Registry | None = None,
+    on_bind: BindObserver | None = None,
 ) -> list[Diagnostic]:
     """One file on its own (its imports of other files are unknown)."""
-    return check_sources({path: text}, settings, registry, exists=lambda p: False)[path]
+    return check_sources({path: text}, settings, registry, exists=lambda p: False, on_bind=on_bind)[path]
 
 
 def check_sources(
@@ -121,6 +126,7 @@ def check_sources(
     blanked: dict[str, str] | None = None,
     graph: ModuleGraph | None = None,
     libraries: frozenset[str] = frozenset(),
+    on_bind: BindObserver | None = None,
 ) -> dict[str, list[Diagnostic]]:
     """Check files as one program: `sources` maps each path to its text; module names come from the
     paths' package folders (a folder is a package when `<folder>/__init__.py` is one of the keys or
@@ -131,7 +137,8 @@ def check_sources(
     the caller has it (the pre-pass read every import already).
 
     `libraries` are paths the others import that cannot hold a finding by themselves: parsed only
-    when an import of them runs, and followed only where typed values flow into them.
+    when an import of them runs, and followed only where typed values flow into them. `on_bind`
+    observes every name binding (--show-types, editor hovers).
     """
     from spmdcheck.analysis.context import Options
     from spmdcheck.analysis.program import SourceUnit, analyze_program
@@ -184,7 +191,7 @@ def check_sources(
         parsed = parse(text)
         return None if isinstance(parsed, ParseFailure) else parsed
 
-    result = analyze_program(units, registry, graph, parse_library)
+    result = analyze_program(units, registry, graph, parse_library, on_bind)
     positions = ProgramPositions()
     for unit in units:
         if unit.module is not None:

@@ -118,6 +118,26 @@ def backward_kind(kind: Kind) -> Kind:
     return {R: P, P: R, I: I, V: V}[kind]
 
 
+def gradient_axis_type(t: AxisType) -> AxisType:
+    """What the backward pass carries on one axis for a value of type `t` (type_system.md 1.2, 3.6).
+
+    The duality R <-> P, I <-> I, V <-> V: a replicated value's gradient is a
+    per-rank partial sum (summed where the value became R: `convert(I, R)`'s
+    backward all-reduces it), a partial value's gradient is the same on every
+    rank, and an invariant or varying value's gradient has its own type. The
+    gradient of an S(d) value is sharded on the same dim. A pending sum (Vp)
+    is V in the local view, so its gradient is plain V.
+    """
+    if t.kind is V:
+        return AxisType(V, shard=t.shard)
+    return AxisType(backward_kind(t.kind))
+
+
+def gradient_type(t: SpmdType) -> SpmdType:
+    """The gradient's local type on every axis the value is typed on."""
+    return SpmdType({axis: gradient_axis_type(axis_type) for axis, axis_type in t.items()})
+
+
 class SpmdType(Mapping[str, AxisType]):
     """A tensor's local type: mesh axis name -> per-axis type. Immutable."""
 

@@ -11,7 +11,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
 SHARED = ROOT.parent / "shared"
 
-EXPECT = re.compile(r"#\s*(error|warning):\s*((?:SPMD\d{3})(?:\s*,\s*SPMD\d{3})*)")
+EXPECT = re.compile(r"#\s*(error|warning|note):\s*((?:SPMD\d{3})(?:\s*,\s*SPMD\d{3})*)")
 
 
 def expected_diagnostics(text: str) -> set[tuple[int, str, str]]:

@@ -31,7 +31,8 @@ def test_every_code_has_a_page_with_examples():
     for code, info in CODES.items():
         page = info.page()
         assert page.startswith(f"# {code} {info.name}"), code
-        for section in ("## What it does", "## Why is this a bug", "## The fix"):
+        why = "## Why use it" if info.severity == "note" else "## Why is this a bug"
+        for section in ("## What it does", why, "## The fix"):
             assert section in page, (code, section)
         if code not in ("SPMD000", "SPMD005"):  # no program shows a checker bug or a config error
             kinds = [k for k, _ in BLOCK.findall(page)]

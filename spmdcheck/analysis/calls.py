@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from spmdcheck.analysis import comms, ops, spmd_api
+from spmdcheck.analysis import ops, spmd_api, transfer
 from spmdcheck.analysis.binding import Arg, bind
 from spmdcheck.analysis.findings import Finding
 from spmdcheck.analysis.typeexpr import TypeExprError, type_dict
 from spmdcheck.analysis.values import (
     NUMBER,
-    RANK,
     UNKNOWN,
     Alternatives,
     BoundMethod,
@@ -23,12 +22,10 @@ from spmdcheck.analysis.values import (
     ClassValue,
     ContextValue,
     FunctionValue,
-    GroupValue,
     Homogeneous,
     InstanceValue,
     LazyImport,
     Literal,
-    MembersValue,
     MeshValue,
     MethodValue,
     ModuleRef,
@@ -43,7 +40,7 @@ from spmdcheck.analysis.values import (
     join,
 )
 from spmdcheck.lattice import AxisType, GradState, Kind, Linearity, SpmdType
-from spmdcheck.rules.model import OpRule, Param, ParamRole, Returns
+from spmdcheck.rules.model import OpRule, Param, ParamRole
 from spmdcheck.rules.typespec import TypeSpecError, parse_type_spec
 
 if TYPE_CHECKING:
@@ -109,6 +106,11 @@ def dispatch(interp: Interpreter, func: Value, args: list[Arg], node: cst.Call) 
         owner, receiver = interp.frame.owner, _receiver_of(interp)
         if owner is not None and receiver is not None:
             return SuperValue(owner, receiver)
+    if isinstance(func, BuiltinValue) and func.name in ("tuple", "list") and len(args) == 1 and args[0][0] is None:
+        items = args[0][1]
+        if isinstance(items, Seq):
+            return Seq(items.items, is_list=func.name == "list")
+        return items if isinstance(items, Homogeneous) else UNKNOWN
     if isinstance(func, BuiltinValue) and func.name in RANK_PRESERVING_BUILTINS:
         ranks = [v for _, v, _ in args if isinstance(v, RankValue)]
         if ranks:
@@ -222,136 +224,8 @@ def _merge_branch_findings(interp: Interpreter, captured: list[list[Finding]], p
 
 
 def _apply_rule(interp: Interpreter, rule: OpRule, args: list[Arg], node: cst.CSTNode) -> Value:
-    bound = bind(rule, args)
-    if rule.context is not None:
-        payload = bound.get(rule.params[0].name) if rule.params else None
-        if rule.context == "mesh":
-            payload = _mesh_of(interp, payload)
-        return ContextValue(rule.context, payload or UNKNOWN)
-    if rule.spmd_api is not None:
-        handler = spmd_api.HANDLERS.get(rule.spmd_api)
-        if handler is None:
-            return UNKNOWN
-        return handler(interp, rule, bound, node, args)  # type: ignore[arg-type]
-    if rule.collective is not None:
-        return comms.apply_collective(interp, rule, bound, node)
-    if rule.raw is not None:
-        return comms.apply_raw(interp, rule, bound, node)
-    if rule.mappings:
-        return comms.apply_mapping(interp, rule, bound, node)
-    if rule.process_group_axis is not None:
-        return GroupValue(rule.process_group_axis)
-    if rule.mesh_factory_names is not None:
-        names = bound.literal(rule, rule.mesh_factory_names)
-        if isinstance(names, tuple) and all(isinstance(n, str) for n in names):
-            interp.ctx.known_axes.update(names)
-            return MeshValue(names)
-        return UNKNOWN
-    if rule.mesh_group_param is not None:
-        name = bound.literal(rule, rule.mesh_group_param)
-        mesh = bound.get(rule.params[0].name) if rule.params else None
-        if isinstance(name, str):
-            return GroupValue(name)
-        if name is None and isinstance(mesh, MeshValue) and len(mesh.axes) == 1:
-            return GroupValue(mesh.axes[0])
-        return UNKNOWN
-    if rule.constant_test:
-        return Literal(bool(args) and isinstance(args[0][1], Literal))
-    if rule.container_param is not None:
-        modules = bound.get(rule.container_param)
-        return modules if isinstance(modules, (Seq, Homogeneous)) else UNKNOWN
-    if rule.sequential_param is not None:
-        return Chain(tuple(v for v, _ in bound.all(rule.sequential_param)))
-    if rule.rank_of:
-        receiver = bound.get(rule.params[0].name) if rule.params else None
-        if isinstance(receiver, TensorValue) and receiver.rank is not None:
-            return Literal(receiver.rank)
-    if rule.group_members_param is not None:
-        return MembersValue(_group_axis(interp, bound.get(rule.group_members_param)))
-    if rule.passthrough:
-        if rule.rank_dependent:
-            return _rank_value(interp, rule, bound)
-        return NUMBER if rule.returns is Returns.NUMBER else UNKNOWN
-    if rule.const_type is not None:
-        return UNKNOWN
-    if rule.factory is not None:
-        return _factory(interp, rule, bound, args, node)
-    if rule.opaque:
-        return TensorValue() if rule.returns is Returns.TENSOR else UNKNOWN
-    return ops.apply_op(interp, rule, bound, node)
-
-
-def _group_axis(interp: Interpreter, group: Value | None) -> str | None:
-    from spmdcheck.analysis.typeexpr import axis_name
-
-    if group is None or (isinstance(group, Literal) and group.value is None):
-        return None
-    return axis_name(group)
-
-
-def _rank_value(interp: Interpreter, rule: OpRule, bound) -> RankValue:  # noqa: ANN001
-    """Which axes a rank query differs along: fixed by its stub, or the axis of its group argument."""
-    if rule.rank_axis is not None:
-        return RankValue(frozenset({rule.rank_axis}))
-    if rule.rank_group_param is not None:
-        group = bound.get(rule.rank_group_param)
-        if group is None or (isinstance(group, Literal) and group.value is None):
-            return RANK  # the default group: the global rank
-        axis = _group_axis(interp, group)
-        if axis is None and isinstance(group, Literal) and isinstance(group.value, str):
-            axis = group.value  # a mesh dim named by string
-        return RankValue(frozenset({axis})) if axis is not None else RankValue(frozenset())
-    return RANK
-
-
-def _mesh_of(interp: Interpreter, value: Value | None) -> Value:
-    from spmdcheck.analysis.values import DictValue
-
-    if isinstance(value, MeshValue):
-        return value
-    if isinstance(value, DictValue):
-        names = tuple(k.value for k, _, _ in value.items if isinstance(k, Literal) and isinstance(k.value, str))
-        return MeshValue(names) if names else UNKNOWN
-    if isinstance(value, Seq):
-        names = tuple(i.axis for i in value.items if isinstance(i, GroupValue))
-        return MeshValue(names) if names and len(names) == len(value.items) else UNKNOWN
-    return UNKNOWN
-
-
-def _factory(interp: Interpreter, rule: OpRule, bound, args: list[Arg], node: cst.CSTNode) -> Value:
-    requires = bound.literal(rule, "requires_grad") is True
-    grad = GradState.YES if requires and interp.grad_enabled else GradState.NO
-    kind = rule.factory
-    rank = _shape_rank(rule, bound)
-    if kind == "like":
-        source = next((v for _, v, _ in args if isinstance(v, TensorValue)), None)
-        if source is None:
-            return TensorValue(SpmdType(), grad, None)
-        plain = SpmdType(
-            {a: AxisType(t.kind, shard=t.shard) for a, t in source.type.items() if t.kind is not Kind.P}
-            | {a: AxisType(Kind.R) for a, t in source.type.items() if t.kind is Kind.P}
-        )
-        return TensorValue(plain if rule.linearity is Linearity.NONLINEAR else source.type, grad, source.rank)
-    if kind == "new":
-        return replace(interp.factory_tensor(rank, grad, typed=True), leaf=True)
-    if kind == "random":
-        return TensorValue(SpmdType(), grad, rank, leaf=True)
-    return replace(interp.factory_tensor(rank, grad, typed=True), leaf=True)
-
-
-def _shape_rank(rule: OpRule, bound) -> int | None:  # noqa: ANN001
-    """A factory's rank: fixed by its stub, or the length of its size argument(s)."""
-    if rule.factory_rank is not None:
-        return rule.factory_rank
-    if rule.factory_size is None:
-        return None
-    given = bound.all(rule.factory_size)
-    param = rule.param(rule.factory_size)
-    if param is not None and param.variadic and not (len(given) == 1 and isinstance(given[0][0], Seq)):
-        return len(given) if given else None
-    if len(given) == 1 and isinstance(given[0][0], Seq):
-        return len(given[0][0].items)
-    return None
+    """One call typed by its rule: the transfer function of the rule's kind (analysis/transfer.py)."""
+    return transfer.TRANSFER[rule.kind](interp, rule, bind(rule, args), args, node)
 
 
 def python_arith(left: Value, right: Value, dunder: str) -> Value:
@@ -821,10 +695,21 @@ def call_function(
 
                 interp.summaries[key] = Summary(
                     result,
-                    interp.collectives[start:],
+                    _distinct_sites(interp.collectives[start:]),
                     dict(frame.param_effects),
                     [(i, dict(obj.attrs)) for i, obj in instances],
                 )
+
+
+def _distinct_sites(collectives: list) -> list:
+    """The collectives a call issued, each site once: enough to compare branches, and bounded."""
+    seen: set[int] = set()
+    out = []
+    for entry in collectives:
+        if id(entry[2]) not in seen:
+            seen.add(id(entry[2]))
+            out.append(entry)
+    return out
 
 
 def _instances_of(args: list[Arg], receiver: Value | None) -> list[tuple[int, InstanceValue]]:
@@ -857,8 +742,11 @@ def _summary_key(interp: Interpreter, func: FunctionValue, args: list[Arg], rece
 def _replay(
     interp: Interpreter, summary, fn: cst.FunctionDef, args: list[Arg], node: cst.CSTNode, receiver: Value | None
 ) -> Value:  # noqa: ANN001
-    for api, axis, call in summary.collectives:
-        interp.note_collective(api, axis, call)
+    if interp.divergent or interp.rank_branches:
+        for api, axis, call in summary.collectives:
+            interp.note_collective(api, axis, call)  # checked against the rank-dependent conditions
+    else:
+        interp.collectives.extend(summary.collectives)
     objects = dict(_instances_of(args, receiver))
     for i, attrs in summary.instance_states:
         if i in objects:

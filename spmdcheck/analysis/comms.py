@@ -28,7 +28,7 @@ from spmdcheck.rules.model import (
 )
 
 if TYPE_CHECKING:
-    from spmdcheck.analysis.interpreter import Interpreter
+    from spmdcheck.analysis.context import Analysis
 
 REDUCING = {"all_reduce", "reduce_scatter"}
 
@@ -37,7 +37,7 @@ def letter(t: AxisType) -> str:
     return "S" if t.kind is Kind.V and t.is_shard else t.kind.value
 
 
-def resolve_axis(interp: Interpreter, value: Value | None, node: cst.CSTNode | None) -> str | None:
+def resolve_axis(interp: Analysis, value: Value | None, node: cst.CSTNode | None) -> str | None:
     """The axis a collective acts on; an unknown axis name is reported (SPMD003)."""
     if value is None:
         return None
@@ -54,13 +54,13 @@ def resolve_axis(interp: Interpreter, value: Value | None, node: cst.CSTNode | N
     return name
 
 
-def default_group_axis(interp: Interpreter) -> str | None:
+def default_group_axis(interp: Analysis) -> str | None:
     """`group=None` is the default group: the mesh itself when it has one axis."""
     mesh = interp.mesh or tuple(sorted(interp.ctx.known_axes))
     return mesh[0] if len(mesh) == 1 else None
 
 
-def _type_arg(interp: Interpreter, bound: Bound, name: str, default: str | None, node: cst.CSTNode) -> AxisType | None:
+def _type_arg(interp: Analysis, bound: Bound, name: str, default: str | None, node: cst.CSTNode) -> AxisType | None:
     from spmdcheck.rules.typespec import parse_axis_type
 
     value = bound.get(name)
@@ -71,7 +71,7 @@ def _type_arg(interp: Interpreter, bound: Bound, name: str, default: str | None,
     return None
 
 
-def apply_collective(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.CSTNode) -> Value:
+def apply_collective(interp: Analysis, rule: OpRule, bound: Bound, node: cst.CSTNode) -> Value:
     coll = rule.collective
     assert coll is not None
     x = bound.get(coll.tensor_param)
@@ -109,7 +109,7 @@ def apply_collective(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.
 
 
 def _transition_ok(
-    interp: Interpreter, coll: CollectiveRule, src: AxisType, dst: AxisType, expert: bool, node: cst.CSTNode, api: str
+    interp: Analysis, coll: CollectiveRule, src: AxisType, dst: AxisType, expert: bool, node: cst.CSTNode, api: str
 ) -> bool:
     s, d = letter(src), letter(dst)
     if coll.family == "collective":
@@ -170,7 +170,7 @@ def _expert_reason(api: str, s: str, d: str) -> str:
 
 
 def transition(
-    interp: Interpreter,
+    interp: Analysis,
     api: str,
     x: Value | None,
     x_node: cst.CSTNode | None,
@@ -247,7 +247,7 @@ def _rank_after(api: str, rank: int | None, src: AxisType, dst: AxisType) -> int
 
 
 def _check_src(
-    interp: Interpreter,
+    interp: Analysis,
     api: str,
     x: TensorValue,
     actual: AxisType,
@@ -357,7 +357,7 @@ def _untyped_like(x: Value | None) -> Value:
     return UNKNOWN
 
 
-def apply_mapping(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.CSTNode) -> Value:
+def apply_mapping(interp: Analysis, rule: OpRule, bound: Bound, node: cst.CSTNode) -> Value:
     """A library function that is one spmd_types collective (Megatron mappings)."""
     chosen: MappingRule | None = None
     for m in rule.mappings:
@@ -383,7 +383,7 @@ def apply_mapping(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.CST
     )
 
 
-def apply_raw(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.CSTNode) -> Value:
+def apply_raw(interp: Analysis, rule: OpRule, bound: Bound, node: cst.CSTNode) -> Value:
     raw: RawCollectiveRule = rule.raw  # type: ignore[assignment]
     x = bound.get(raw.input)
     x_node = bound.node(raw.input)

@@ -7,12 +7,14 @@ helper of layers.py reached from model.py is reported in layers.py).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import libcst as cst
 
 from spmdcheck.analysis.findings import Finding
+from spmdcheck.analysis.values import Value
 from spmdcheck.rules.stubs import Registry
 
 
@@ -23,6 +25,9 @@ class Options:
     max_inline_depth: int = 8
 
 
+BindObserver = Callable[[str, Value, cst.CSTNode, "FileContext"], None]
+
+
 @dataclass
 class ProgramState:
     """What every file of one analysis shares: findings, and the sites messages refer to."""
@@ -31,6 +36,9 @@ class ProgramState:
     sites: list[tuple[cst.CSTNode, FileContext]] = field(default_factory=list)
     site_ids: dict[int, int] = field(default_factory=dict)
     seen: set[tuple[str, int, str]] = field(default_factory=set)
+    # An observer of name bindings (--show-types, editor hovers): called with the name, its new value,
+    # the node that binds it and the file's context. It only watches: the analysis never depends on it.
+    on_bind: BindObserver | None = None
 
 
 @dataclass
@@ -54,6 +62,11 @@ class FileContext:
         if self._imports_spmd_types is None:
             self._imports_spmd_types = _imports_module(self.module.body, "spmd_types")
         return self._imports_spmd_types
+
+    def bound(self, name: str, value: Value, node: cst.CSTNode) -> None:
+        """Tell the program's observer (if any) that `node` in this file bound `name` to `value`."""
+        if self.program.on_bind is not None:
+            self.program.on_bind(name, value, node, self)
 
     @property
     def findings(self) -> list[Finding]:
@@ -115,3 +128,30 @@ def _dotted(node: cst.BaseExpression) -> str:
     if isinstance(node, cst.Attribute):
         return f"{_dotted(node.value)}.{node.attr.value}"
     return ""
+
+
+class Analysis(Protocol):
+    """What a transfer function (an op, collective or spmd_types rule) may see and do.
+
+    Transfer functions never rebind variables or join states themselves: they return a value and
+    announce effects (`rebind`, `note_collective`, `report`), which the interpreter applies, records
+    per branch alternative and joins. This is the whole interface: they do not know the interpreter.
+    """
+
+    ctx: FileContext  # the file being interpreted: registry, options, axes, spellings, sites
+    mesh: tuple[str, ...]  # the mesh in scope
+    grad_enabled: bool
+
+    def report(self, finding: Finding) -> None: ...
+
+    def rebind(self, node: cst.CSTNode | None, value: Any) -> None:
+        """The tensor `node` names now has this value (an in-place op, assert_type)."""
+
+    def note_collective(self, api: str, axis: str | None, node: cst.CSTNode) -> None: ...
+
+    def lookup(self, name: str) -> Any:
+        """What a name denotes in the current scope (for spellings in suggestions)."""
+
+    def result_grad(self, grads: Sequence[Any]) -> Any: ...
+
+    def factory_tensor(self, rank: int | None, grad: Any, typed: bool) -> Any: ...

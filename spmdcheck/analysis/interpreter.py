@@ -86,6 +86,8 @@ _BUILTINS: dict[str, Value] = {
     "False": Literal(False),
     "None": NONE,
     "super": BuiltinValue("super"),
+    "tuple": BuiltinValue("tuple"),
+    "list": BuiltinValue("list"),
     **{name: BuiltinValue(name) for name in calls.RANK_PRESERVING_BUILTINS},
 }
 UNTYPED = TensorValue()  # a tensor spmd_types never typed (no_typecheck results)
@@ -159,6 +161,7 @@ class Interpreter:
         # rank-dependent conditions the code being run is under (early exits, loop bounds), with their node
         self.divergent: list[tuple[RankValue, cst.CSTNode]] = []
         self.last_test: Value = UNKNOWN  # the condition of the `if` that just ran
+        self.rank_branches = 0  # arms of rank-dependent `if`s being run (their collectives are compared)
         self.summaries: dict[tuple, Summary] = {}
         self._models: dict[str, Scope | None] = {}  # stub path -> its @model definitions
         self._instances: dict[int, InstanceValue] = {}  # class id -> the instance its methods are checked on
@@ -271,6 +274,7 @@ class Interpreter:
             receiver = self.instance_for(owner) if owner is not None and calls.takes_self(fn) else None
             for param, value in calls.parameter_values(self, fn, decor, None, receiver):
                 self.frame.env[param] = value
+                self.ctx.bound(param, value, _param_name(fn, param))
             self.exec_block(_body(fn))
             calls.check_returns(self, fn, decor, self.frame.returns)
         finally:
@@ -530,6 +534,14 @@ class Interpreter:
         ref = self.ctx.site(node)
         before = dict(self.frame.env)
         start = len(self.collectives)
+        ranked = int(isinstance(test, RankValue))
+        self.rank_branches += ranked
+        try:
+            self._exec_arms(node, test, ref, before, start)
+        finally:
+            self.rank_branches -= ranked
+
+    def _exec_arms(self, node: cst.If, test: Value, ref: int, before: dict[str, Value], start: int) -> None:
         self.exec_block(_body(node))
         in_if = self.collectives[start:]
         after_if, if_ended = self.frame.env, self.frame.ended()
@@ -669,6 +681,7 @@ class Interpreter:
         if isinstance(target, cst.Name):
             self.frame.env[target.value] = value
             self.frame.rebound.add(target.value)
+            self.ctx.bound(target.value, value, target)
         elif isinstance(target, (cst.Tuple, cst.List)):
             items = _unpack(value, len(target.elements))
             for element, item in zip(target.elements, items):
@@ -686,10 +699,12 @@ class Interpreter:
                 if declared and value_node is not None:
                     value = calls.check_declared(self, value, declared, value_node, "SPMD401", "annotated attribute")
                 owner.attrs[target.attr.value] = value
+                self.ctx.bound(self.ctx.code_of(target), value, target)
                 return
             key = _attr_path(target)
             if key is not None:
                 self.frame.env[key] = value
+                self.ctx.bound(key, value, target)
 
     def rebind(self, node: cst.CSTNode | None, value: Value) -> None:
         """An op changed the type of the tensor named by `node` (in place, assert_type).
@@ -833,6 +848,12 @@ class Interpreter:
             return UNKNOWN
         if isinstance(base, ClassValue):
             found = base.lookup(attr)
+            if found is None and attr == "apply":
+                # a torch.autograd.Function subclass: `Fn.apply(x)` runs its forward, `ctx` unknown.
+                # spmd_types' typecheck_forward, when the class has one, is the typed signature.
+                forward = base.lookup("typecheck_forward") or base.lookup("forward")
+                if isinstance(forward, FunctionValue):
+                    return MethodValue(forward, UNKNOWN)
             return found if found is not None else UNKNOWN
         return UNKNOWN
 
@@ -1080,6 +1101,13 @@ def _body(node: cst.CSTNode) -> Sequence[cst.CSTNode]:
     if isinstance(body, (list, tuple)):
         return body
     return ()
+
+
+def _param_name(fn: cst.FunctionDef, name: str) -> cst.CSTNode:
+    params = fn.params
+    every = [*params.posonly_params, *params.params, *params.kwonly_params]
+    every += [p for p in (params.star_arg, params.star_kwarg) if isinstance(p, cst.Param)]
+    return next((p.name for p in every if p.name.value == name), fn.name)
 
 
 def _walk_statements(node: cst.CSTNode) -> Iterator[cst.CSTNode]:

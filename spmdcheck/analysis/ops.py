@@ -36,7 +36,7 @@ from spmdcheck.lattice import (
 from spmdcheck.rules.model import OpRule, ParamRole, Returns
 
 if TYPE_CHECKING:
-    from spmdcheck.analysis.interpreter import Interpreter
+    from spmdcheck.analysis.context import Analysis
 
 RULE_CODES = {
     Rule.INVARIANT_MIX: "SPMD102",
@@ -66,7 +66,7 @@ def short_name(qualname: str) -> str:
     return qualname
 
 
-def describe_slot(interp: Interpreter, slot: Slot) -> str:
+def describe_slot(interp: Analysis, slot: Slot) -> str:
     text = interp.ctx.code_of(slot.node)
     return text if len(text) <= 40 else text[:37] + "..."
 
@@ -77,7 +77,7 @@ def axis_kind(slot: Slot, axis: str) -> AxisType | None:
     return slot.value.type.get(axis)
 
 
-def apply_op(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.CSTNode) -> Value:
+def apply_op(interp: Analysis, rule: OpRule, bound: Bound, node: cst.CSTNode) -> Value:
     """Type an ordinary op (not a collective) from its stub rule."""
     bias_param = rule.bias or rule.affine_bias
     slots = operand_slots(rule, bound)
@@ -191,7 +191,7 @@ def _operands(slots: list[Slot], axis: str) -> list[Operand]:
 
 
 def _plain_axis(
-    interp: Interpreter, rule: OpRule, bound: Bound, present: list[Slot], axis: str, node: cst.CSTNode
+    interp: Analysis, rule: OpRule, bound: Bound, present: list[Slot], axis: str, node: cst.CSTNode
 ) -> AxisType | _Failure | None:
     if not any(s.value is not None for s in present):
         return None
@@ -271,7 +271,7 @@ def _rank_of(rule: OpRule, bound: Bound, slots: list[Slot]) -> int | None:
 
 
 def _contraction_axis(
-    interp: Interpreter,
+    interp: Analysis,
     rule: OpRule,
     bound: Bound,
     present: list[Slot],
@@ -367,7 +367,7 @@ class _ProductSlot(Slot):
 
 
 def _equation(
-    interp: Interpreter, rule: OpRule, bound: Bound, factors: list[Slot], node: cst.CSTNode
+    interp: Analysis, rule: OpRule, bound: Bound, factors: list[Slot], node: cst.CSTNode
 ) -> tuple[einsum.Equation | None, str]:
     """The op's equation over `factors`, or None when it cannot be known (an operand we could not model)."""
     kind = rule.contraction or ""
@@ -408,7 +408,7 @@ def _operand_rank(slot: Slot, kind: str) -> int | None:
     return 2 if all(d in (0, 1, -1, -2) for d in shards) else None
 
 
-def _report_missing(interp: Interpreter, slot: Slot, axis: str, node: cst.CSTNode, op_name: str) -> None:
+def _report_missing(interp: Analysis, slot: Slot, axis: str, node: cst.CSTNode, op_name: str) -> None:
     has = ", ".join(slot.value.type) if slot.value is not None and len(slot.value.type) else "no axes"
     interp.report(
         Finding(
@@ -420,15 +420,15 @@ def _report_missing(interp: Interpreter, slot: Slot, axis: str, node: cst.CSTNod
     )
 
 
-def render_fix_call(interp: Interpreter, api: str, operand: str, axis: str, src: str, dst: str) -> str:
+def render_fix_call(interp: Analysis, api: str, operand: str, axis: str, src: str, dst: str) -> str:
     alias = interp.ctx.spmd_alias
     return f"{alias}.{api}({operand}, {axis!r}, src={type_spelling(interp, src)}, dst={type_spelling(interp, dst)})"
 
 
-def type_spelling(interp: Interpreter, letter: str) -> str:
+def type_spelling(interp: Analysis, letter: str) -> str:
     """How this file can spell a type constant: `R` if imported by name, else `spmd.R`."""
     base = letter.split("(")[0]
-    value = interp.frame.globals.get(base) or interp.frame.env.get(base)
+    value = interp.lookup(base)
     from spmdcheck.analysis.values import ModuleRef
 
     if isinstance(value, ModuleRef) and value.qualname.startswith("spmd_types"):
@@ -436,7 +436,7 @@ def type_spelling(interp: Interpreter, letter: str) -> str:
     return f"{interp.ctx.spmd_alias}.{letter}"
 
 
-def megatron_spelling(interp: Interpreter, api: str, src: str, dst: str, axis: str, operand: str) -> str | None:
+def megatron_spelling(interp: Analysis, api: str, src: str, dst: str, axis: str, operand: str) -> str | None:
     """A Megatron mapping with this exact typing, if the file uses Megatron and the stubs know one."""
     if not interp.ctx.megatron_names:
         return None
@@ -447,7 +447,7 @@ def megatron_spelling(interp: Interpreter, api: str, src: str, dst: str, axis: s
     return None
 
 
-def _local_spelling(interp: Interpreter, qualname: str) -> str:
+def _local_spelling(interp: Analysis, qualname: str) -> str:
     """How this file can name `qualname`: through its own import of the function or of a module re-exporting it."""
     registry = interp.ctx.registry
     short = qualname.rsplit(".", 1)[-1]
@@ -460,7 +460,7 @@ def _local_spelling(interp: Interpreter, qualname: str) -> str:
 
 
 def _report_axis_error(
-    interp: Interpreter,
+    interp: Analysis,
     err: AxisError,
     slots: list[Slot],
     ops: list[Operand],
@@ -496,7 +496,7 @@ def _report_axis_error(
 
 
 def _report_pending(
-    interp: Interpreter,
+    interp: Analysis,
     err: AxisError,
     origin: Site,
     axis: str,
@@ -548,7 +548,7 @@ def _report_pending(
     interp.report(Finding("SPMD201", node, message, suggestions))
 
 
-def _without_arg(interp: Interpreter, call: cst.Call, arg_value: cst.CSTNode) -> str:
+def _without_arg(interp: Analysis, call: cst.Call, arg_value: cst.CSTNode) -> str:
     args = [a for a in call.args if a.value is not arg_value]
     if args:
         args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
@@ -556,7 +556,7 @@ def _without_arg(interp: Interpreter, call: cst.Call, arg_value: cst.CSTNode) ->
 
 
 def _report_layout(
-    interp: Interpreter,
+    interp: Analysis,
     issue: einsum.LayoutIssue,
     slots: list[Slot],
     axis: str,
@@ -609,7 +609,7 @@ def _report_layout(
     interp.report(Finding("SPMD109", node, message, suggestions))
 
 
-def _inplace(interp: Interpreter, rule: OpRule, bound: Bound, result: TensorValue, node: cst.CSTNode) -> None:
+def _inplace(interp: Analysis, rule: OpRule, bound: Bound, result: TensorValue, node: cst.CSTNode) -> None:
     targets = []
     if rule.inplace_param is not None:
         targets.append((bound.get(rule.inplace_param), bound.node(rule.inplace_param), "SPMD110"))
@@ -623,7 +623,7 @@ def _inplace(interp: Interpreter, rule: OpRule, bound: Bound, result: TensorValu
 
 
 def check_mutation(
-    interp: Interpreter,
+    interp: Analysis,
     old: TensorValue,
     new: TensorValue,
     target_node: cst.CSTNode | None,

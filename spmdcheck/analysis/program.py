@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from spmdcheck.analysis.context import FileContext, Options, ProgramState
+from spmdcheck.analysis.context import BindObserver, FileContext, Options, ProgramState
 from spmdcheck.analysis.interpreter import Interpreter, Scope
 from spmdcheck.program.graph import ModuleFile, ModuleGraph
 from spmdcheck.rules.stubs import Registry
@@ -56,8 +56,9 @@ def analyze_program(
     registry: Registry,
     graph: ModuleGraph | None = None,
     parse: Callable[[str], cst.Module | None] | None = None,
+    on_bind: BindObserver | None = None,
 ) -> ProgramResult:
-    program = ProgramState()
+    program = ProgramState(on_bind=on_bind)
     runs: dict[str, _ModuleRun] = {}
     ordered: list[_ModuleRun] = []
     for unit in units:

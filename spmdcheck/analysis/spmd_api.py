@@ -10,6 +10,7 @@ import libcst as cst
 from spmdcheck.analysis.binding import Bound
 from spmdcheck.analysis.findings import Finding, Suggestion
 from spmdcheck.analysis.ops import render_fix_call
+from spmdcheck.analysis.reveal import reveal
 from spmdcheck.analysis.typeexpr import TypeDict, TypeExprError, axis_name, merge_type_dicts, type_dict
 from spmdcheck.analysis.values import (
     UNKNOWN,
@@ -25,12 +26,12 @@ from spmdcheck.lattice import S_UNKNOWN_DIM, AxisType, GradState, Kind, S, SpmdT
 from spmdcheck.rules.model import OpRule
 
 if TYPE_CHECKING:
-    from spmdcheck.analysis.interpreter import Interpreter
+    from spmdcheck.analysis.context import Analysis
 
-Handler = Callable[["Interpreter", OpRule, Bound, cst.Call, list], Value]
+Handler = Callable[["Analysis", OpRule, Bound, cst.Call, list], Value]
 
 
-def asserted_axes(interp: Interpreter, td: TypeDict, node: cst.CSTNode) -> dict[str, AxisType] | None:
+def asserted_axes(interp: Analysis, td: TypeDict, node: cst.CSTNode) -> dict[str, AxisType] | None:
     axes = dict(td.axes)
     known = interp.ctx.known_axes
     for axis in list(axes):
@@ -61,7 +62,7 @@ def asserted_axes(interp: Interpreter, td: TypeDict, node: cst.CSTNode) -> dict[
 
 
 def refine(
-    interp: Interpreter, x: TensorValue, axes: dict[str, AxisType], node: cst.CSTNode, code: str, what: str
+    interp: Analysis, x: TensorValue, axes: dict[str, AxisType], node: cst.CSTNode, code: str, what: str
 ) -> TensorValue:
     """assert_type semantics: set unknown axes, check known ones; V may become P (or S(d))."""
     merged = dict(x.type)
@@ -117,7 +118,7 @@ def refine(
     return TensorValue(SpmdType(merged), x.grad, x.rank, reduced_at=x.reduced_at, leaf=x.leaf)
 
 
-def _pending_at_contract(interp: Interpreter, have: AxisType, axis: str, node: cst.CSTNode, want: str) -> None:
+def _pending_at_contract(interp: Analysis, have: AxisType, axis: str, node: cst.CSTNode, want: str) -> None:
     value = _contracted_value(node)
     operand = interp.ctx.code_of(value)
     if want.startswith("S("):
@@ -156,7 +157,7 @@ def _normalize(t: AxisType, rank: int | None) -> AxisType:
 
 
 def _types_from(
-    interp: Interpreter, values: list[tuple[Value, cst.CSTNode]], node: cst.CSTNode
+    interp: Analysis, values: list[tuple[Value, cst.CSTNode]], node: cst.CSTNode
 ) -> dict[str, AxisType] | None:
     parts = []
     for value, vnode in values:
@@ -180,7 +181,7 @@ def _types_from(
     return asserted_axes(interp, merged, node)
 
 
-def known_name(interp: Interpreter) -> Callable[[str], bool]:
+def known_name(interp: Analysis) -> Callable[[str], bool]:
     """Whether the stubs describe an imported name."""
     registry = interp.ctx.registry
     return lambda qualname: registry.lookup(registry.resolve_alias(qualname)) is not None
@@ -194,7 +195,7 @@ def _statically_unknown(value: Value) -> bool:
     return isinstance(value, Unknown)
 
 
-def assert_type(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
+def assert_type(interp: Analysis, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
     if not args:
         return UNKNOWN
     _, target, target_node = args[0]
@@ -205,7 +206,7 @@ def assert_type(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.Call,
 
 
 def _apply_to(
-    interp: Interpreter, target: Value, target_node: cst.CSTNode, fn: Callable[[TensorValue], TensorValue]
+    interp: Analysis, target: Value, target_node: cst.CSTNode, fn: Callable[[TensorValue], TensorValue]
 ) -> Value:
     if isinstance(target, TensorValue):
         result = fn(target)
@@ -231,7 +232,7 @@ def _apply_to(
     return target
 
 
-def assert_type_like(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
+def assert_type_like(interp: Analysis, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
     if len(args) < 2:
         return UNKNOWN
     _, target, target_node = args[0]
@@ -247,7 +248,7 @@ def assert_type_like(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.
     )
 
 
-def mutate_type(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
+def mutate_type(interp: Analysis, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
     if not args:
         return UNKNOWN
     _, target, target_node = args[0]
@@ -296,7 +297,7 @@ def _per_axis(value: Value | None, axis: str) -> AxisType | None:
     return td.axes.get(axis) if td is not None else None
 
 
-def reinterpret_no_grad(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
+def reinterpret_no_grad(interp: Analysis, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
     target, target_node = bound.get("x"), bound.node("x")
     axis, dst = axis_name(bound.get("axis") or UNKNOWN), bound.get("dst")
     if not isinstance(target, TensorValue) or axis is None or not isinstance(dst, TypeValue):
@@ -309,7 +310,7 @@ def reinterpret_no_grad(interp: Interpreter, rule: OpRule, bound: Bound, node: c
     return result
 
 
-def scalar(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
+def scalar(interp: Analysis, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
     if len(args) < 2:
         return UNKNOWN
     try:
@@ -320,7 +321,7 @@ def scalar(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.Call, args
     return ScalarValue(SpmdType(td.axes))
 
 
-def shard_type(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
+def shard_type(interp: Analysis, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
     """`S(d)`: d a constant (literal, constant arithmetic, `x.dim() - 1` at a known rank), else S(?)."""
     dim = args[0][1] if args else None
     if isinstance(dim, Literal) and isinstance(dim.value, int) and not isinstance(dim.value, bool):
@@ -331,7 +332,7 @@ def shard_type(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.Call, 
     return TypeValue(S_UNKNOWN_DIM)  # computed at run time: sharded, on a dim the checker cannot know
 
 
-def backward(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
+def backward(interp: Analysis, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
     first = rule.params[0].name if rule.params else "self"  # Tensor.backward(self) / autograd.backward(tensors)
     loss, loss_node = bound.get(first), bound.node(first)
     explicit = bound.get("gradient") or bound.get("grad_tensors")
@@ -377,12 +378,12 @@ def backward(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.Call, ar
     return Literal(None)
 
 
-def current_mesh(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
+def current_mesh(interp: Analysis, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
     """`current_mesh()`: the mesh in scope, when the checker knows it."""
     return MeshValue(interp.mesh) if interp.mesh else UNKNOWN
 
 
-def ignore(interp: Interpreter, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
+def ignore(interp: Analysis, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
     return UNKNOWN
 
 
@@ -398,4 +399,5 @@ HANDLERS: dict[str, Handler] = {
     "ignore": ignore,
     "current_mesh": current_mesh,
     "local_map": ignore,
+    "reveal": reveal,
 }

@@ -102,4 +102,3 @@ def merge_type_dicts(parts: list[TypeDict]) -> TypeDict:
                 raise TypeExprError(f"axis {axis!r} is given two different types")
             axes[axis] = t
     return TypeDict(axes, bare, partial)
-

@@ -5,7 +5,8 @@ a fixed example, the fix) lives beside this module in ``pages/<CODE>.md``;
 ``spmdcheck explain CODE`` prints it and the test suite runs its examples.
 
 Severity: ``error`` = the program computes wrong values or gradients, or
-cannot run; ``warning`` = a likely mistake.
+cannot run; ``warning`` = a likely mistake; ``note`` = information the
+source asked for (never a finding: it does not change the exit status).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from importlib import resources
 class Code:
     code: str
     name: str
-    severity: str  # "error" | "warning"
+    severity: str  # "error" | "warning" | "note"
     summary: str
     strict_only: bool = False
 
@@ -164,6 +165,13 @@ _ALL = [
         "collective-in-rank-branch",
         "error",
         "A collective runs only under a rank-dependent condition: the other ranks never join it (deadlock).",
+    ),
+    # 9xx: information the source asks for (notes, not findings)
+    Code(
+        "SPMD901",
+        "reveal-type",
+        "note",
+        "reveal_spmd_type(x): the inferred SPMD type of x on every mesh axis and the type of its gradient.",
     ),
 ]
 

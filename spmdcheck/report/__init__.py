@@ -52,13 +52,15 @@ def display_path(path: str) -> str:
 
 
 def summary_line(diags: list[Diagnostic], files: int) -> str:
-    errors = sum(1 for d in diags if d.severity == "error")
-    warnings = len(diags) - errors
-    if not diags:
+    """The closing line; notes (reveal_spmd_type) are not findings and are not counted."""
+    findings = [d for d in diags if d.severity != "note"]
+    errors = sum(1 for d in findings if d.severity == "error")
+    warnings = len(findings) - errors
+    if not findings:
         return f"All checks passed ({files} file(s) checked)."
     return (
         f"Found {errors} error{'s' * (errors != 1)} and {warnings} warning{'s' * (warnings != 1)} "
-        f"in {len({d.path for d in diags})} file(s) (checked {files} file(s))."
+        f"in {len({d.path for d in findings})} file(s) (checked {files} file(s))."
     )
 
 

@@ -7,7 +7,7 @@ from typing import TextIO
 from spmdcheck.diagnostics.render import Diagnostic
 from spmdcheck.report import ReportContext, display_path, summary_line
 
-_STYLE = {"error": "\x1b[1;31m", "warning": "\x1b[1;33m"}
+_STYLE = {"error": "\x1b[1;31m", "warning": "\x1b[1;33m", "note": "\x1b[1;36m"}
 _RESET, _BOLD = "\x1b[0m", "\x1b[1m"
 
 

@@ -24,7 +24,7 @@ def escape_property(text: str) -> str:
 
 def write(diags: list[Diagnostic], context: ReportContext, out: TextIO) -> None:
     for d in diags:
-        level = "error" if d.severity == "error" else "warning"
+        level = {"error": "error", "note": "notice"}.get(d.severity, "warning")
         props = {
             "file": display_path(d.path).replace("\\", "/"),
             "line": str(d.line),

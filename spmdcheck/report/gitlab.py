@@ -9,7 +9,7 @@ from spmdcheck.diagnostics.render import Diagnostic
 from spmdcheck.report import ReportContext
 from spmdcheck.report.fingerprint import finding_keys, relative_posix
 
-_SEVERITY = {"error": "major", "warning": "minor"}
+_SEVERITY = {"error": "major", "warning": "minor", "note": "info"}
 
 
 def write(diags: list[Diagnostic], context: ReportContext, out: TextIO) -> None:

@@ -70,7 +70,7 @@ def _result(d: Diagnostic, rule_index: int, fingerprint: str) -> dict:
     result = {
         "ruleId": d.code,
         "ruleIndex": rule_index,
-        "level": "error" if d.severity == "error" else "warning",
+        "level": {"error": "error", "note": "note"}.get(d.severity, "warning"),
         "message": {"text": d.message},
         "locations": [
             {

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TextIO
 
 from spmdcheck.diagnostics.render import Diagnostic
-from spmdcheck.report import ReportContext, display_path
+from spmdcheck.report import ReportContext, display_path, summary_line
 
 
 def write(diags: list[Diagnostic], context: ReportContext, out: TextIO) -> None:
@@ -15,7 +15,7 @@ def write(diags: list[Diagnostic], context: ReportContext, out: TextIO) -> None:
     color, files = context.color, context.files
     console = Console(file=out, force_terminal=color, no_color=not color, highlight=False, soft_wrap=True)
     for d in diags:
-        style = "bold red" if d.severity == "error" else "bold yellow"
+        style = {"error": "bold red", "warning": "bold yellow"}.get(d.severity, "bold cyan")
         console.print(
             f"[bold]{escape(display_path(d.path))}:{d.line}:{d.column}:[/bold] [{style}]{d.code}[/{style}] "
             f"[dim]\\[{d.name}][/dim] {escape(d.message)}"
@@ -35,12 +35,4 @@ def write(diags: list[Diagnostic], context: ReportContext, out: TextIO) -> None:
             if s.replacement:
                 console.print(f"        [green]{escape(s.replacement)}[/green]")
         console.print()
-    errors = sum(1 for d in diags if d.severity == "error")
-    warnings = len(diags) - errors
-    if diags:
-        console.print(
-            f"Found {errors} error{'s' * (errors != 1)} and {warnings} warning{'s' * (warnings != 1)} "
-            f"in {len({d.path for d in diags})} file(s) (checked {files} file(s))."
-        )
-    else:
-        console.print(f"All checks passed ({files} file(s) checked).")
+    console.print(escape(summary_line(diags, files)))

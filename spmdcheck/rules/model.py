@@ -140,5 +140,31 @@ class OpRule:
     alias_of: str | None = None
     source: str = ""  # stub file:line, for messages
 
+    @property
+    def kind(self) -> str:
+        """Which transfer function types a call of this rule (analysis/transfer.py), by priority."""
+        for kind, present in (
+            ("context", self.context is not None),
+            ("spmd_api", self.spmd_api is not None),
+            ("collective", self.collective is not None),
+            ("raw_collective", self.raw is not None),
+            ("mapping", bool(self.mappings)),
+            ("process_group", self.process_group_axis is not None),
+            ("mesh_factory", self.mesh_factory_names is not None),
+            ("mesh_group", self.mesh_group_param is not None),
+            ("constant_test", self.constant_test),
+            ("container", self.container_param is not None),
+            ("sequential", self.sequential_param is not None),
+            ("rank_of", self.rank_of),
+            ("group_members", self.group_members_param is not None),
+            ("passthrough", self.passthrough),
+            ("type_constant", self.const_type is not None),
+            ("factory", self.factory is not None),
+            ("opaque", self.opaque),
+        ):
+            if present:
+                return kind
+        return "op"
+
     def param(self, name: str) -> Param | None:
         return next((p for p in self.params if p.name == name), None)

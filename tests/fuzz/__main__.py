@@ -20,7 +20,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from spmdcheck.api import load_registry
 
-    from .programs import MUTATIONS
+    from .programs import ALL_MUTATIONS, MUTATIONS
     from .runner import SoundnessViolation, Stats, fuzz
 
     ap = argparse.ArgumentParser(prog="python -m tests.fuzz")
@@ -28,13 +28,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=20250, help="hypothesis seed (default 20250, the CI seed)")
     ap.add_argument("--kinds", help="comma-separated mutation kinds to aim for (default: all): "
                     + ", ".join(MUTATIONS))
+    ap.add_argument("--branches", action="store_true",
+                    help="also if/else and in-place steps (and their mutation kinds: "
+                    + ", ".join(k for k in ALL_MUTATIONS if k not in MUTATIONS) + ")")
     ap.add_argument("--shrink", action="store_true", help="minimise the first soundness violation and print it")
     ap.add_argument("--save", metavar="DIR", help="with --shrink: write the minimal program there as a fixture")
     ap.add_argument("--json", metavar="OUT", help="write the numbers and every flagged or violating program here")
     ap.add_argument("--quiet", action="store_true", help="no progress marks")
     args = ap.parse_args(argv)
     kinds = tuple(k.strip() for k in args.kinds.split(",")) if args.kinds else None
-    unknown = set(kinds or ()) - set(MUTATIONS)
+    unknown = set(kinds or ()) - set(ALL_MUTATIONS if args.branches else MUTATIONS)
     if unknown:
         ap.error(f"unknown mutation kinds: {sorted(unknown)}")
 
@@ -51,7 +54,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f" {stats.programs} ({time.perf_counter() - t0:.0f}s)", flush=True)
 
     try:
-        fuzz(harness, stats, args.examples, args.seed, registry, kinds, progress=progress)
+        fuzz(harness, stats, args.examples, args.seed, registry, kinds, progress=progress,
+             branches=args.branches)
         if not args.quiet:
             print()
         print(stats.report())
@@ -65,7 +69,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.shrink and stats.violations:
             again = Stats()
             try:
-                fuzz(harness, again, args.examples, args.seed, registry, kinds, stop_at_violation=True)
+                fuzz(harness, again, args.examples, args.seed, registry, kinds, stop_at_violation=True,
+                     branches=args.branches)
             except SoundnessViolation as exc:
                 minimal = exc.outcome
                 print("\nminimal soundness violation (shrunk by hypothesis):")

@@ -72,6 +72,15 @@ MUTATIONS = {
     "wrong_gather_dim": "an all-gather names the other dim than the one that is sharded",
     "loss_dst_R": "the loss is all-reduced to R and backward() is called on it",
 }
+# The mutations of branch + in-place programs (``programs(branches=True)``; kept apart so that the default
+# stream of programs, which tests/test_fuzz.py's seeded run judges, is unchanged).
+BRANCH_MUTATIONS = {
+    "branch_type": "the arm of an if/else that runs gives the value another type (a pending sum where R/I is "
+                   "meant, or R where a pending sum is meant); an in-place op follows the join",
+    "inplace_affine_pending": "a number is added in place to a pending sum (x.add_(1.0), x += 1.0)",
+    "inplace_partial": "a P input is added in place to an R or I value (x.add_(p), x += p)",
+}
+ALL_MUTATIONS = {**MUTATIONS, **BRANCH_MUTATIONS}
 # Not a mutation: backward() on a loss that is still a per-rank partial sum (V) computes exactly the gradients of
 # the declared P loss (reinterpret(V -> P) moves no data; docs/ground_truth.md, "Claims execution cannot see").
 
@@ -172,6 +181,8 @@ class Gen:
         self.counter = 0
         self.tp_group_none = False
         self.cur_mag = 1.0  # the magnitude of the value the current step works on (the default for new values)
+        self.branches = False  # offer the branch and in-place steps (they draw nothing when off)
+        self.limit = MAX_STATEMENTS  # the body length a branch step (up to 7 lines) must stay within
 
     # ------------------------------------------------------------------ drawing
     def pick(self, options):  # noqa: ANN001, ANN201
@@ -581,6 +592,125 @@ class Gen:
         c.t = dict(v.t, tp="R")
         return v
 
+
+    # ------------------------------------------------------------------ branches and in-place ops
+    # A value made in the arms of an if/else (or an assignment and a one-armed if), then changed in place.
+    # The condition reads a dim of the first input that no axis shards, so it is the same on every rank and
+    # at every mesh size, and the generator knows which arm runs; the arms are copies (``* 1.0``,
+    # ``.clone()``: a fresh tensor, so the in-place op never touches a value autograd saved or a leaf).
+    BRANCH_LINES = 7  # the most lines a branch or in-place step emits
+
+    def condition(self, value: bool) -> str:
+        x = self.params[0]  # the activation input: (T, H), dim 1 is never sharded
+        H = x.shape[1]  # noqa: N806
+        forms = ([f"{x.name}.shape[1] == {H}", f"{x.name}.shape[-1] > 2", f"{x.name}.dim() == 2",
+                  f"{x.name}.size(1) == {H}"] if value else
+                 [f"{x.name}.shape[1] != {H}", f"{x.name}.shape[-1] < 2", f"{x.name}.dim() == 3"])
+        return self.pick(forms)
+
+    def copy_of(self, u: Val) -> str:
+        return self.pick(["{} * 1.0", "{}.clone()", "1.0 * {}"]).format(u.name)
+
+    def same_type_candidates(self, v: Val) -> list[Val]:
+        return [u for u in self.vals if u is not v and u.shape == v.shape and u.t == v.t and u.grad
+                and u.role in ("value", "activation", "partial input")]
+
+    def wrong_type_source(self, v: Val) -> Val:
+        """A value of v's local shape on every axis but another type on tp: a pending sum where R/I is meant, an
+        R value where a pending sum is meant (an earlier one of the program if there is one, else a new input)."""
+        want_pending = not v.pending
+        full = ("R", "I", "P", "Vp")
+        pool = [u for u in self.vals if u is not v and u.shape == v.shape and u.grad and u.t["tp"] in full
+                and (u.t["tp"] in PENDING) == want_pending and u.t["tp"] != "I"
+                and all(u.t[a] == v.t[a] for a in self.mesh if a != "tp")
+                and u.role in ("value", "activation", "partial input")]
+        if pool and self.coin(50):
+            return self.pick(pool)
+        if want_pending:
+            return self.p_input(v)
+        return self.param("u", v.shape, dict(v.t, tp="R"), "activation")
+
+    def branch(self, v: Val, mutation: str | None = None) -> Val:
+        taken = self.pick(["if", "else"])
+        one_armed = self.coin(30)
+        other = self.pick([v, *self.same_type_candidates(v)])
+        good, bad = (v, other) if self.coin(50) else (other, v)  # both right: which one runs is drawn
+        tag_wrong = ""
+        if mutation == "branch_type":
+            wrong = self.wrong_type_source(v)
+            tag_wrong = f"{self.mutate(mutation)}:{KIND_ANN.get(wrong.t['tp'], 'V')} for {KIND_ANN.get(v.t['tp'], 'V')}"
+            good, bad = wrong, good  # the wrong-typed source is the one that runs
+        name = self.fresh("h")
+        cond = self.condition(taken == "if")
+        run_tag = tag_wrong or "ok:branch:runs"
+        if one_armed:
+            # ``h = A; if cond: h = B``: B runs when the condition holds
+            first, second = (bad, good) if taken == "if" else (good, bad)
+            second_tag = run_tag if taken == "if" else "ok:branch:skipped"
+            first_tag = run_tag if taken != "if" else "ok:branch:overwritten"
+            self.emit(f"{name} = {self.copy_of(first)}", first_tag)
+            self.emit(f"if {cond}:", "ok:branch:condition")
+            self.emit(f"    {name} = {self.copy_of(second)}", second_tag)
+        else:
+            arms = (good, bad) if taken == "if" else (bad, good)
+            self.emit(f"if {cond}:", "ok:branch:condition")
+            self.emit(f"    {name} = {self.copy_of(arms[0])}", run_tag if taken == "if" else "ok:branch:skipped")
+            self.emit("else:", "ok:branch:else")
+            self.emit(f"    {name} = {self.copy_of(arms[1])}", run_tag if taken == "else" else "ok:branch:skipped")
+        h = Val(name, v.shape, dict(v.t), True, good.bounded, mag=good.mag)
+        self.vals.append(h)
+        if self.coin(80):
+            self.inplace_on(h)
+        return h
+
+    def inplace(self, v: Val, mutation: str | None = None) -> Val:
+        """A fresh copy of v, changed in place (right, or a mutation that adds a number to a pending sum or a P
+        input to an R/I value)."""
+        name = self.fresh("h")
+        self.emit(f"{name} = {self.copy_of(v)}", "ok:inplace:copy")
+        h = Val(name, v.shape, dict(v.t), True, v.bounded, mag=v.mag)
+        self.vals.append(h)
+        if mutation == "inplace_affine_pending":
+            f = self.pick(["{}.add_(1.0)", "{} += 1.0", "{}.sub_(0.5)"])
+            self.emit(f.format(name), f"{self.mutate(mutation)}:{f.format('x')}")
+            h.mag += 1
+        elif mutation == "inplace_partial":
+            p = self.p_input(v)
+            f = self.pick(["{}.add_({})", "{} += {}"])
+            self.emit(f.format(name, p.name), f"{self.mutate(mutation)}:{f.format('x', 'p')}")
+            h.mag += 1
+        else:
+            self.inplace_on(h)
+        return h
+
+    def inplace_on(self, h: Val) -> None:
+        """A right in-place op on h (a fresh copy): scaling, a number (not on a pending sum), a value of h's type,
+        a P input on a pending sum; sometimes an ``assert_type`` of h's (unchanged) type after it."""
+        forms = [("{}.mul_(2.0)", 2.0), ("{} *= 0.5", 0.5), ("{}.div_(2.0)", 0.5)]
+        if not h.pending:
+            forms.append(("{}.add_(1.0)", None))
+        same = self.same_type_candidates(h)
+        if same:
+            forms += [("{}.add_(" + u.name + ")", u) for u in same[-2:]] + [("{} += " + same[-1].name, same[-1])]
+        f, what = self.pick(forms)
+        self.emit(f.format(h.name), "ok:inplace:" + f.format("x"))
+        if isinstance(what, float):
+            h.mag *= what
+        elif what is None:
+            h.mag += 1
+        else:
+            h.mag += what.mag
+        if h.mag > 6 or h.mag < 0.2:  # rescaled in place, as the tame step would, so the next step sees ~1
+            factor = 2.0 ** -round(math.log2(h.mag))
+            self.emit(f"{h.name}.mul_({factor:g})", "ok:inplace:tame")
+            h.mag *= factor
+        # spmdcheck's local view of a pending sum (Vp) has no annotation: only other types are asserted
+        if all(k in KIND_ANN for k in h.t.values()) and self.coin(40):
+            self.emit(f"spmd.assert_type({h.name}, {ann(h.t, self.mesh)})", "ok:inplace:assert_type")
+
+    def branch_room(self) -> bool:
+        return self.branches and len(self.body) + self.BRANCH_LINES <= self.limit
+
     # ------------------------------------------------------------------ choosing a step
     def ok_steps(self, v: Val) -> list:
         """(name, function) pairs, repeated by weight: products and collectives more often than scaling."""
@@ -613,6 +743,8 @@ class Gen:
                 out.append(("reinterpret", self.reinterpret))
             if tp == "P":
                 out.append(("add_partial", self.add_partial))
+        if self.branch_room():
+            out += [("branch", self.branch)] * 2 + [("inplace", self.inplace)]
         return out
 
     def mut_steps(self, v: Val) -> list:
@@ -661,6 +793,13 @@ class Gen:
                     ("swap_dst", lambda v: self.center(v, "swap_dst"))]
         if self.dp and tp in ("R", "S0", "S1", "I") and not v.pending:
             out.append(("invariant_weight", lambda v: self.rep_matmul(v, "invariant_weight")))
+        if self.branch_room():
+            if tp in ("R", "I", "P", "Vp") and all(v.t[a] in KIND_ANN for a in self.mesh if a != "tp"):
+                out += [("branch_type", lambda v: self.branch(v, "branch_type"))] * 2
+            if tp in PENDING:
+                out.append(("inplace_affine_pending", lambda v: self.inplace(v, "inplace_affine_pending")))
+            if tp in ("R", "I"):
+                out.append(("inplace_partial", lambda v: self.inplace(v, "inplace_partial")))
         return out
 
     def tame(self, v: Val) -> Val:
@@ -766,10 +905,12 @@ class Gen:
 
 
 @st.composite
-def programs(draw, mutate: bool | None = None, kinds: tuple[str, ...] | None = None) -> Program:  # noqa: ANN001
+def programs(draw, mutate: bool | None = None, kinds: tuple[str, ...] | None = None,  # noqa: ANN001
+             branches: bool = False) -> Program:
     """A random program in the fixture convention. ``mutate``: force a correct (False) or a mutated
     (True) program; None lets hypothesis choose (about half and half). ``kinds``: the mutation kinds to
-    aim for (default: all of ``MUTATIONS``)."""
+    aim for (default: all of ``MUTATIONS``, and of ``BRANCH_MUTATIONS`` with ``branches``). ``branches``:
+    also if/else and in-place steps (off, the draws are exactly those of the generator without them)."""
     mesh = draw(st.sampled_from([("tp",), ("tp",), ("dp", "tp")]))
     T = draw(st.sampled_from([8, 4]))  # noqa: N806
     H = draw(st.sampled_from([8, 4]))  # noqa: N806
@@ -778,8 +919,9 @@ def programs(draw, mutate: bool | None = None, kinds: tuple[str, ...] | None = N
         mutate = draw(st.booleans())
     n_mut = draw(st.sampled_from([1, 1, 1, 2])) if mutate else 0
     g = Gen(draw, mesh, T, H, F, n_mut)
+    g.branches = branches
     out_mode = draw(st.sampled_from(["tensor", "tensor", "loss", "pair"]))
-    allowed = [k for k in (kinds or MUTATIONS)
+    allowed = [k for k in (kinds or (ALL_MUTATIONS if branches else MUTATIONS))
                if (k != "wrong_axis" or g.dp) and (not k.startswith("loss_") or out_mode == "loss")]
     g.targets = [draw(st.sampled_from(allowed)) for _ in range(n_mut)] if allowed else []
     g.allowed = set(allowed)
@@ -791,6 +933,7 @@ def programs(draw, mutate: bool | None = None, kinds: tuple[str, ...] | None = N
     # a step emits at most 4 lines; the end takes what room is left (a pending sum's reduction and the return
     # need at most 4, a loss at most 6): optional end steps are skipped when they would not fit
     lo = min(max(MIN_STATEMENTS - 1, target - 6), MAX_STATEMENTS - 7)
+    g.limit = lo
     while len(g.body) < lo:
         late = len(g.body) >= lo - 2 and not any(k.startswith("loss_") for k in g.targets)
         v = g.step(v, force=late)
@@ -810,6 +953,7 @@ def programs(draw, mutate: bool | None = None, kinds: tuple[str, ...] | None = N
     if out_mode == "loss":
         v, _ = g.finish_loss(v, g.mut_budget > 0)
     else:
+        g.limit = MAX_STATEMENTS - 1  # a forced step keeps v's type: not pending, only the return follows
         if g.mut_budget > 0 and not v.pending and [m for m in g.mut_steps(v) if m[0] in g.allowed] and room() >= 8:
             v = g.step(v, force=True)
         v = g.finish_tensor(v, g.mut_budget > 0 and v.pending)

@@ -14,9 +14,14 @@ from __future__ import annotations
 import hashlib
 import pathlib
 import re
+from collections import Counter, defaultdict
+from typing import TYPE_CHECKING
 
-from .programs import MUTATIONS
+from .programs import ALL_MUTATIONS as MUTATIONS
 from .runner import Outcome
+
+if TYPE_CHECKING:
+    from .metamorphic import Comparison
 
 # mutation kind -> (severity, code) expected on the mutated line, for a pending sum in spmdcheck's local
 # view (V + pending: warnings SPMD201) and for a declared Partial (errors).
@@ -34,6 +39,8 @@ EXPECTED: dict[str, tuple[tuple[str, str], tuple[str, str]]] = {
     "invariant_mix": (("error", "SPMD102"), ("error", "SPMD102")),
     "invariant_weight": (("error", "SPMD102"), ("error", "SPMD102")),
     "drop_convert": (("error", "SPMD102"), ("error", "SPMD102")),
+    "inplace_affine_pending": (("warning", "SPMD201"), ("error", "SPMD104")),
+    "inplace_partial": (("error", "SPMD104"), ("error", "SPMD104")),
 }
 
 
@@ -86,3 +93,57 @@ def save_fixture(o: Outcome, directory: str | pathlib.Path, name: str | None = N
     path = directory / f"{stem}.py"
     path.write_text(fixture_text(o), encoding="utf-8")
     return path
+
+
+# --------------------------------------------------------------------------- metamorphic counterexamples
+def certainly_right(program) -> bool:  # noqa: ANN001 - a fuzz.programs.Program
+    """The program's own diagnostics are the right ones beyond doubt: none on a correct-by-construction program
+    (the fuzz runs assert that those compute the reference), or exactly one finding per mutated line, of a code
+    ``EXPECTED`` names for its kind, and nothing else (no cascade, no judgement call on where a finding goes)."""
+    from spmdcheck.api import Settings, check_source
+
+    diags = check_source(program.source, "<fuzz>/program.py", Settings(mesh=program.mesh))
+    if not program.mutated:
+        return not diags
+    want: dict[int, set[str]] = {}
+    for ln in program.mutation_lines():
+        kind, form = program.tag_at(ln).split(":")[1], program.tag_at(ln).split(":", 2)[-1]
+        if form.startswith("alias"):
+            continue
+        if kind not in EXPECTED:
+            return False
+        want[ln] = {code for _, code in EXPECTED[kind]}
+    got = Counter(d.line for d in diags)
+    return bool(want) and set(got) == set(want) and all(got[ln] == 1 for ln in got) and all(
+        d.code in want[d.line] for d in diags)
+
+
+def save_metamorphic(c: Comparison, directory: str | pathlib.Path) -> pathlib.Path | None:
+    """Write a rewrite whose diagnostics differ from its program's as a fixture folder
+    ``<directory>/metamorphic_<kind>_<digest>/`` (the rewrite's files), with the program's diagnostics written on
+    the lines they moved to: the verdict the rewrite must get. Only when ``certainly_right(program)``; else None."""
+    from spmdcheck.diagnostics.codes import CODES
+
+    if not certainly_right(c.program):
+        return None
+    digest = hashlib.sha1("".join(c.rewritten.files.values()).encode()).hexdigest()[:8]
+    folder = pathlib.Path(directory) / f"metamorphic_{c.rewritten.kind}_{digest}"
+    marks: dict[tuple[str, int], dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    for code, line in c.before:
+        path, new_line = c.rewritten.where(line)
+        marks[(path, new_line)][CODES[code].severity].append(code)
+    doc_path, doc_line = c.rewritten.where(2)
+    what = ", ".join(sorted(set(c.program.mutations))) or "correct by construction"
+    for path, text in c.rewritten.files.items():
+        lines = text.splitlines()
+        for (p, n), by_sev in marks.items():
+            if p == path:
+                lines[n - 1] += "".join(f"  # {sev}: {', '.join(sorted(set(codes)))}"
+                                        for sev, codes in sorted(by_sev.items()))
+        if path == doc_path:
+            lines[doc_line - 1] = (f'"""Metamorphic counterexample ({c.rewritten.kind} rewrite of a generated program, '
+                                   f'{what}): {c.rewritten.note}."""')
+        target = folder / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text("\n".join(lines) + "\n" if lines else "", encoding="utf-8")
+    return folder

@@ -266,11 +266,12 @@ class SoundnessViolation(AssertionError):
 
 def fuzz(harness: Harness, stats: Stats, examples: int, seed_value: int, registry=None,  # noqa: ANN001
          kinds: tuple[str, ...] | None = None, stop_at_violation: bool = False, progress=None,  # noqa: ANN001
-         max_batches: int = 5) -> list[Outcome]:
+         max_batches: int = 5, branches: bool = False) -> list[Outcome]:
     """Judge generated programs until ``stats`` holds ``examples`` distinct ones (hypothesis batches seeded
     ``seed_value``, ``seed_value + 1``, ...: reproducible). With ``stop_at_violation``, the first violation
     raises :class:`SoundnessViolation` inside hypothesis, which shrinks it and raises it again for the
-    minimal program; the returned list (also filled when raising) ends with that minimal program."""
+    minimal program; the returned list (also filled when raising) ends with that minimal program.
+    ``branches``: programs with if/else and in-place steps too (``programs(branches=True)``)."""
     from hypothesis import HealthCheck, given, seed, settings
 
     from .programs import programs
@@ -286,7 +287,7 @@ def fuzz(harness: Harness, stats: Stats, examples: int, seed_value: int, registr
             @settings(max_examples=int((examples - stats.programs) * OVERSAMPLE) + 1, database=None, deadline=None,
                       derandomize=False, print_blob=False, report_multiple_bugs=False,
                       suppress_health_check=list(HealthCheck))
-            @given(programs(kinds=kinds))
+            @given(programs(kinds=kinds, branches=branches))
             def run(program: Program) -> None:
                 o = judge(harness, program, registry)
                 stats.add(o)

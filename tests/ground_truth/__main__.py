@@ -19,7 +19,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("filters", nargs="*", help="substrings of fixture paths to run")
     ap.add_argument("--json", help="write the records here")
     ap.add_argument("--no-checker", action="store_true", help="skip spmd-types' runtime checker")
+    ap.add_argument("--programs", action="store_true",
+                    help="run the whole programs of fixtures/programs/ (packages) instead of the single files")
     args = ap.parse_args(argv)
+    if args.programs:
+        return _programs(args.filters)
     fixtures = [f for f in discover() if not args.filters or any(s in f.rel for s in args.filters)]
     h = Harness()
     t0 = time.perf_counter()
@@ -61,6 +65,30 @@ def main(argv: list[str] | None = None) -> int:
                 "checker_pair": r.checker_pair, "seconds": r.seconds,
             } for r in records], fh, indent=1)
     return 0
+
+
+def _programs(filters: list[str]) -> int:
+    """One verdict per program package: ok ones must match their reference, bug ones must be wrong."""
+    from .harness import Harness
+    from .packages import discover_packages, judge_package
+
+    h = Harness()
+    t0 = time.perf_counter()
+    bad = 0
+    try:
+        for pkg in discover_packages():
+            if filters and not any(s in pkg.name for s in filters):
+                continue
+            t = time.perf_counter()
+            verdict, twin = judge_package(h, pkg)
+            good = verdict.wrong and (twin is None or twin.matches) if pkg.is_bug else verdict.matches
+            bad += not good
+            print(f"{'ok  ' if good else 'BAD '} {pkg.name:40s} {time.perf_counter() - t:5.2f}s {verdict.summary()}",
+                  flush=True)
+    finally:
+        h.close()
+    print(f"{bad} program(s) whose execution contradicts their expectations, {time.perf_counter() - t0:.1f}s")
+    return 1 if bad else 0
 
 
 if __name__ == "__main__":

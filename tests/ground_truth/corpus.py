@@ -69,9 +69,14 @@ _BUG = re.compile(r"^(?P<name>.+?)_bug_(?P<what>.+)\.py$")
 _OK = re.compile(r"^(?P<name>.+)_ok\.py$")
 
 
+PROGRAMS = FIXTURES / "programs"  # whole packages, run as programs by programs.py, not file by file
+
+
 def discover(root: pathlib.Path = FIXTURES) -> list[Fixture]:
     out = []
     for path in sorted(root.rglob("*.py")):
+        if PROGRAMS in path.parents or "__pycache__" in path.parts:
+            continue
         rel = path.relative_to(root).as_posix()
         m_bug, m_ok = _BUG.match(path.name), _OK.match(path.name)
         name = (m_bug or m_ok).group("name") if (m_bug or m_ok) else path.stem

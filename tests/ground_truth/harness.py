@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import math
 import os
+import shutil
+import tempfile
 import time
 from dataclasses import dataclass, field
 
@@ -33,7 +35,7 @@ from .layout import (
     split_global,
 )
 from .pool import RankPool
-from .spec import AxisType, ProgramSpec, TypeMap, format_types, inferred_return_types
+from .spec import PACKAGE_ENTRY, AxisType, ProgramSpec, TypeMap, format_types, inferred_return_types
 
 WORLDS = (2, 4)
 TIMEOUT = float(os.environ.get("GROUND_TRUTH_TIMEOUT", "5"))  # a program slower than this on any rank hangs
@@ -177,6 +179,7 @@ class Harness:
         self._started: dict[tuple[str, int], int] = {}
         self._job = 0
         self._cache: dict = {}
+        self._package_root: str | None = None
 
     # ------------------------------------------------------------------ pools
     def pool(self, kind: str, world: int) -> RankPool:
@@ -191,6 +194,9 @@ class Harness:
         for p in self.pools.values():
             p.close()
         self.pools.clear()
+        if self._package_root is not None:
+            shutil.rmtree(self._package_root, ignore_errors=True)
+            self._package_root = None
 
     def stats(self) -> dict[str, object]:
         return {f"{k}{w}": p.stats for (k, w), p in self.pools.items()}
@@ -242,7 +248,25 @@ class Harness:
             "seed": seed, "mode": mode, "strict": spec.strict,
             # what the runtime checker is told: the declared axes only (strict mode must see a missing axis)
             "input_types": {p.name: _types_payload(p.types) for p in spec.tensor_params if p.types is not None},
+            "package": self._package(spec),
         }
+
+    def _package(self, spec: ProgramSpec) -> dict | None:
+        """A package program is copied once, under a name of its own, into a directory the ranks put on
+        sys.path: each job imports it afresh (the ranks drop its modules afterwards), and two programs with
+        the same module names never share a cached module."""
+        if spec.package_dir is None:
+            return None
+        key = ("package", spec.package_dir)
+        if key not in self._cache:
+            if self._package_root is None:
+                self._package_root = tempfile.mkdtemp(prefix="spmdcheck-gt-")
+            name = f"gt{len(self._cache)}_{os.path.basename(os.path.normpath(spec.package_dir))}"
+            shutil.copytree(spec.package_dir, os.path.join(self._package_root, name),
+                            ignore=shutil.ignore_patterns("__pycache__"))
+            self._cache[key] = {"root": self._package_root, "name": name,
+                                "entry": PACKAGE_ENTRY.removesuffix(".py")}
+        return self._cache[key]
 
     # ------------------------------------------------------------------ inputs and types
     @staticmethod
@@ -381,7 +405,10 @@ class Harness:
             ex.grads[name] = assemble(per_rank, gt, spec.mesh, sizes, f"grad of {name} {format_types(gt)}")
 
     # ------------------------------------------------------------------ judging
-    def judge(self, spec: ProgramSpec, twin: ProgramSpec | None = None, seed_key: str | None = None) -> Verdict:
+    def judge(self, spec: ProgramSpec, twin: ProgramSpec | None = None, seed_key: str | None = None,
+              stop_when_wrong: bool = False) -> Verdict:
+        """``stop_when_wrong``: skip the larger worlds once one is wrong (enough to show a bug's claim; spares
+        a second hang)."""
         seed_key = seed_key or spec.path
         out_types, source = self.output_types(spec, twin)
         verdict = Verdict(spec.path, [], out_types, source)
@@ -394,6 +421,8 @@ class Harness:
             verdict.worlds.append(wv)
             if wv.outcome == "not-runnable":
                 verdict.not_runnable = wv.details[0]
+            if stop_when_wrong and wv.wrong:
+                break
         return verdict
 
     def _judge_world(self, spec: ProgramSpec, twin: ProgramSpec | None, world: int, seed_key: str,

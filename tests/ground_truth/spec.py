@@ -88,6 +88,8 @@ class ProgramSpec:
     params: list[Param]
     returns: list[TypeMap] | None  # one per returned tensor; None: not annotated
     expected: set[tuple[int, str, str]] = field(default_factory=set)
+    # a whole program (fixtures/programs/<name>/): the package folder; `source` is then its entry module
+    package_dir: str | None = None
 
     @property
     def tensor_params(self) -> list[Param]:
@@ -335,6 +337,26 @@ def read_program(source: str, path: str = "<program>", entry: str = ENTRY) -> Pr
     return ProgramSpec(
         path, source, mesh, bool(HEADER_STRICT.search(source)), entry, params, returns, expected_diagnostics(source)
     )
+
+
+PACKAGE_ENTRY = "train.py"
+
+
+def read_package(folder: str) -> ProgramSpec:
+    """Read a program package (fixtures/programs/<name>/): its entry module ``train.py`` follows the
+    single-file convention (``step``, ``GLOBAL_SHAPES``, the mesh header); the other modules are imported
+    from it. Raises SpecError when it is not a runnable package."""
+    import os
+
+    if not os.path.isfile(os.path.join(folder, "__init__.py")):
+        raise SpecError(f"{folder} is not a package (no __init__.py)")
+    entry = os.path.join(folder, PACKAGE_ENTRY)
+    if not os.path.isfile(entry):
+        raise SpecError(f"{folder} has no entry module {PACKAGE_ENTRY}")
+    with open(entry, encoding="utf-8") as fh:
+        spec = read_program(fh.read(), folder)
+    spec.package_dir = folder
+    return spec
 
 
 # --------------------------------------------------------------------------- spmdcheck's inferred result type

@@ -120,9 +120,14 @@ class _RankState:
             torch.manual_seed(job.get("seed", 0))
             erased = contextlib.nullcontext() if job.get("mode") == "typecheck" else _erase_type_assertions(spmd)
             with spmd.set_current_mesh(mesh), erased:
-                exec(compile(job["source"], job["path"], "exec"), module.__dict__)  # noqa: S102
-                fn = module.__dict__[job["entry"]]
-                params = {k: v for k, v in module.__dict__.items()
+                package = job.get("package")
+                if package:  # a whole program: import its entry module from the package copy
+                    namespace = _import_package(package)
+                else:
+                    exec(compile(job["source"], job["path"], "exec"), module.__dict__)  # noqa: S102
+                    namespace = module.__dict__
+                fn = namespace[job["entry"]]
+                params = {k: v for k, v in namespace.items()
                           if isinstance(v, torch.Tensor) and v.is_leaf and v.requires_grad}
                 inputs = {k: v.detach().clone().requires_grad_(v.is_floating_point())
                           for k, v in job["inputs"].items()}
@@ -176,10 +181,31 @@ class _RankState:
             return {"status": "error", "error": _error(exc, stage)}
         finally:
             sys.modules.pop(name, None)
+            if job.get("package"):
+                _drop_package(job["package"])
             with contextlib.suppress(Exception):
                 from megatron.core import parallel_state
 
                 parallel_state._bind_mesh(None)
+
+
+def _import_package(package: dict) -> dict:
+    """Import ``<name>.<entry>`` from the package copy under ``root`` (the parent made it); its namespace."""
+    import importlib
+
+    if package["root"] not in sys.path:
+        sys.path.insert(0, package["root"])
+    importlib.invalidate_caches()
+    return vars(importlib.import_module(f"{package['name']}.{package['entry']}"))
+
+
+def _drop_package(package: dict) -> None:
+    """Forget the package's modules, so the next job imports (and runs) them afresh."""
+    prefix = package["name"]
+    for mod in [m for m in sys.modules if m == prefix or m.startswith(prefix + ".")]:
+        del sys.modules[mod]
+    with contextlib.suppress(ValueError):
+        sys.path.remove(package["root"])
 
 
 ASSERTIONS = ("assert_type", "assert_local_type", "assert_type_like", "assert_local_type_like", "mutate_type")

@@ -1,0 +1,220 @@
+"""What the language server computes for one open document, without any LSP library.
+
+Positions: the checker's are 1-based lines and code-point columns; LSP's are
+0-based lines and UTF-16 code-unit characters. The conversions live here.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import pathlib
+import re
+from dataclasses import dataclass, field, replace
+
+from spmdcheck.api import Settings, load_registry
+from spmdcheck.diagnostics.render import Diagnostic, SuggestionOut, make
+from spmdcheck.fixes import fix_text
+from spmdcheck.typeinfo import Binding, TypedFile, infer_source
+
+IMPORT_LINE = "import spmd_types"
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
+
+
+def utf16_column(line: str, column0: int) -> int:
+    """Code-point offset -> UTF-16 code units (what LSP counts by default)."""
+    return len(line[:column0].encode("utf-16-le")) // 2
+
+
+def codepoint_column(line: str, utf16: int) -> int:
+    units = 0
+    for i, ch in enumerate(line):
+        if units >= utf16:
+            return i
+        units += 2 if ord(ch) > 0xFFFF else 1
+    return len(line)
+
+
+@dataclass(frozen=True)
+class Span:
+    """0-based, UTF-16 columns: an LSP range."""
+
+    start_line: int
+    start_char: int
+    end_line: int
+    end_char: int
+
+
+@dataclass(frozen=True)
+class Edit:
+    span: Span
+    new_text: str
+
+
+@dataclass(frozen=True)
+class QuickFix:
+    title: str
+    diagnostic: Diagnostic
+    edits: tuple[Edit, ...]
+
+
+@dataclass
+class Analysis:
+    text: str
+    result: TypedFile
+    lines: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.lines = self.text.splitlines()
+
+    def span(self, line: int, column: int, end_line: int, end_column: int) -> Span:
+        """Checker position (1-based) -> LSP range."""
+
+        def at(ln: int, col: int) -> tuple[int, int]:
+            text = self.lines[ln - 1] if 0 < ln <= len(self.lines) else ""
+            return ln - 1, utf16_column(text, max(col - 1, 0))
+
+        start, end = at(line, column), at(end_line, end_column)
+        return Span(*start, *end)
+
+    def diagnostic_span(self, d: Diagnostic) -> Span:
+        return self.span(d.line, d.column, d.end_line, d.end_column)
+
+    def quick_fixes(self, within: Span) -> list[QuickFix]:
+        """The checker's suggestions for the diagnostics touching `within`, each as the edits it makes."""
+        out = []
+        for d in self.result.diagnostics:
+            if not _overlaps(self.diagnostic_span(d), within):
+                continue
+            for s in d.suggestions:
+                if s.span is None:
+                    continue
+                edits = self._edits_for(d, s)
+                if edits:
+                    out.append(QuickFix(s.message, d, edits))
+        return out
+
+    def _edits_for(self, d: Diagnostic, s: SuggestionOut) -> tuple[Edit, ...]:
+        single = replace(d, suggestions=[s])
+        fixed, count = fix_text(self.text, [single], IMPORT_LINE)
+        if not count or fixed == self.text:
+            return ()
+        return tuple(_line_edits(self.text, fixed))
+
+    def hover(self, line0: int, char0: int) -> str | None:
+        """Markdown for the name under the cursor: its forward and gradient types."""
+        if not 0 <= line0 < len(self.lines):
+            return None
+        text = self.lines[line0]
+        col = codepoint_column(text, char0)
+        word = _word_at(text, col)
+        if word is None:
+            return None
+        name, start = word
+        line1, col1 = line0 + 1, start + 1
+        binding = _binding_at(self.result.bindings, name, line1, col1)
+        where = ""
+        if binding is None:
+            binding = _reaching_binding(self.result.bindings, self.text, name, line1, col1)
+            if binding is None:
+                return None
+            where = f" (as bound at line {binding.line})"
+        view = binding.view
+        return (
+            f"**`{binding.name}`**{where}\n\n"
+            f"SPMD type: `{view.forward}`\n\n"
+            f"gradient: `{view.gradient}`\n\n"
+            f"requires grad: {view.requires_grad}"
+        )
+
+
+def _overlaps(a: Span, b: Span) -> bool:
+    return (a.start_line, a.start_char) <= (b.end_line, b.end_char) and (b.start_line, b.start_char) <= (
+        a.end_line,
+        a.end_char,
+    )
+
+
+def _line_edits(old: str, new: str) -> list[Edit]:
+    """Whole-line edits turning `old` into `new` (line-granular, so no UTF-16 arithmetic is needed)."""
+    a, b = old.splitlines(keepends=True), new.splitlines(keepends=True)
+    edits = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
+        if tag == "equal":
+            continue
+        edits.append(Edit(Span(i1, 0, i2, 0), "".join(b[j1:j2])))
+    return edits
+
+
+def _word_at(text: str, col: int) -> tuple[str, int] | None:
+    """The dotted name under code-point column `col` (0-based) and its start; `self.w` on `w` is `self.w`."""
+    for m in _IDENTIFIER.finditer(text):
+        if m.start() <= col <= m.end():
+            return m.group(0), m.start()
+    return None
+
+
+def _binding_at(bindings: list[Binding], name: str, line: int, col: int) -> Binding | None:
+    for b in bindings:
+        if b.name == name and b.line == line and b.column == col:
+            return b
+    return None
+
+
+def _function_ranges(source: str) -> list[tuple[int, int]]:
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []
+    return [
+        (node.lineno, node.end_lineno or node.lineno)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+    ]
+
+
+def _innermost(ranges: list[tuple[int, int]], line: int) -> tuple[int, int] | None:
+    containing = [r for r in ranges if r[0] <= line <= r[1]]
+    return min(containing, key=lambda r: r[1] - r[0]) if containing else None
+
+
+def _reaching_binding(bindings: list[Binding], source: str, name: str, line: int, col: int) -> Binding | None:
+    """At a use of `name`: its last binding before the use in the same function (module level: outside any)."""
+    ranges = _function_ranges(source)
+    scope = _innermost(ranges, line)
+    best = None
+    for b in bindings:
+        if b.name != name or (b.line, b.column) >= (line, col) or _innermost(ranges, b.line) != scope:
+            continue
+        if best is None or (b.line, b.column) > (best.line, best.column):
+            best = b
+    return best
+
+
+def settings_for(path: str | None) -> Settings:
+    """The settings `spmdcheck check PATH` would use: the closest config file, defaults when it is broken."""
+    from spmdcheck.config import ConfigResolver
+
+    if path is None:
+        return Settings()
+    file = pathlib.Path(path)
+    cfg = ConfigResolver().for_path(file)
+    select = cfg.select + cfg.extend_select if cfg.select else ()
+    return Settings(
+        mesh=cfg.mesh,
+        strict=cfg.strict,
+        stub_path=tuple(cfg.stub_path),
+        select=select,
+        ignore=cfg.ignore + cfg.ignores_for(file),
+    )
+
+
+def analyse(text: str, path: str | None) -> Analysis:
+    """Check an editor buffer (never raises: a checker bug becomes an SPMD000 diagnostic)."""
+    shown = path or "<unsaved>"
+    try:
+        settings = settings_for(path)
+        result = infer_source(text, shown, settings, load_registry(settings.stub_path))
+    except Exception as exc:  # noqa: BLE001 - the editor session must survive a checker bug
+        result = TypedFile(shown, [make(shown, "SPMD000", f"internal error: {type(exc).__name__}: {exc}")])
+    return Analysis(text, result)

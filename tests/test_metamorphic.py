@@ -1,0 +1,288 @@
+"""Metamorphic testing: moving code into a helper, a module's forward, another file, or through a tuple must not
+change what spmdcheck reports (issue 6, "Metamorphic tests"; docs/ground_truth.md, "Metamorphic testing").
+
+Every generated program (tests/fuzz/programs.py, with branch and in-place steps) is checked once, and again after
+one rewrite of each kind (tests/fuzz/metamorphic.py); the multisets of (code, line mapped back to the program)
+must be equal. One test per rewrite kind: it fails with the number of programs whose diagnostics the rewrite
+changes and the first such program, shrunk by hypothesis (for at most ``SPMDCHECK_METAMORPHIC_SHRINK_SECONDS``).
+
+CI: 150 distinct programs x 4 rewrites, seeded. Longer: ``SPMDCHECK_METAMORPHIC_EXAMPLES=2000`` (and
+``SPMDCHECK_METAMORPHIC_SEED=...``); ``SPMDCHECK_METAMORPHIC_SAVE=fixtures/programs`` writes a shrunk
+counterexample as a fixture folder when the program's own diagnostics are certainly right.
+
+The execution tests (marked ground_truth) hold the rewrites and the new generator steps to account: a rewrite
+computes exactly what the program computes, on 1 and 2 ranks; and on branch + in-place programs spmdcheck is sound
+(silent => the run matches the one-rank reference), as tests/test_fuzz.py asserts for the other programs.
+"""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+pytest.importorskip("hypothesis", reason="the metamorphic tests need hypothesis (test extra)")
+
+from fuzz.metamorphic import (  # noqa: E402
+    KINDS,
+    ORIGINAL,
+    RandomChoices,
+    compare,
+    layout,
+    rewrite,
+    shrink,
+    survey,
+)
+from fuzz.programs import Param, Program  # noqa: E402
+
+EXAMPLES = int(os.environ.get("SPMDCHECK_METAMORPHIC_EXAMPLES", "150"))
+SEED = int(os.environ.get("SPMDCHECK_METAMORPHIC_SEED", "6061"))
+SHRINK_SECONDS = float(os.environ.get("SPMDCHECK_METAMORPHIC_SHRINK_SECONDS", "10"))
+SAVE = os.environ.get("SPMDCHECK_METAMORPHIC_SAVE")
+BRANCH_EXAMPLES = int(os.environ.get("SPMDCHECK_BRANCH_FUZZ_EXAMPLES", "100"))
+
+
+@pytest.fixture(scope="module")
+def surveyed(request, registry):
+    result = survey(EXAMPLES, SEED, registry)
+    yield result
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    capman = request.config.pluginmanager.get_plugin("capturemanager")
+    if reporter is not None and capman is not None:
+        with capman.global_and_fixture_disabled():
+            reporter.write_line("")
+            reporter.write_sep("-", "spmdcheck metamorphic testing")
+            reporter.write_line(result.summary())
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_rewrite_keeps_diagnostics(kind, surveyed, registry):
+    """The `kind` rewrite of every surveyed program gives the program's diagnostics, lines mapped back."""
+    assert len(surveyed.programs) >= EXAMPLES, f"only {len(surveyed.programs)} distinct programs"
+    fails = surveyed.failures(kind)
+    if not fails:
+        return
+    minimal = shrink(kind, SEED, registry, SHRINK_SECONDS) or min(
+        fails, key=lambda c: (c.program.statements, len(c.program.source)))
+    saved = ""
+    if SAVE:
+        from fuzz.regressions import save_metamorphic
+
+        path = save_metamorphic(minimal, SAVE)
+        saved = f"\nsaved as {path}" if path else "\nnot saved: the program's own diagnostics are not certainly right"
+    pytest.fail(f"the `{kind}` rewrite changes spmdcheck's diagnostics on {len(fails)} of {len(surveyed.programs)} "
+                f"programs; the smallest example found (shrunk by hypothesis):\n{minimal.report()}{saved}")
+
+
+def test_survey_has_findings_to_keep(surveyed):
+    """The property is worth checking: many rewritten programs have findings, many rewrites move them."""
+    for kind in KINDS:
+        with_findings = [c for c in surveyed.results[kind] if c.before]
+        assert len(with_findings) >= 0.3 * len(surveyed.programs), kind
+    moved_findings = 0
+    for c in surveyed.results["helper"]:
+        lay = layout(c.program)
+        moved = {ln for ln, (p, _) in c.rewritten.copies.items() if p == ORIGINAL}
+        moved_findings += any(line in moved and line >= lay.statements[0].first for _, line in c.before)
+    assert moved_findings >= 0.3 * len(surveyed.programs)
+
+
+def test_rewrites_are_well_formed(surveyed):
+    """Every rewritten file parses; every line of the program lives on in exactly one copy; the line map only
+    names lines of the program."""
+    for kind in KINDS:
+        for c in surveyed.results[kind]:
+            for path, text in c.rewritten.files.items():
+                compile(text, path, "exec")
+            n = len(c.program.source.splitlines())
+            assert set(c.rewritten.copies) == set(range(1, n + 1)), (kind, c.rewritten.note)
+            assert all(1 <= old <= n for old in c.rewritten.line_map.values())
+            for old, (path, line) in c.rewritten.copies.items():
+                assert c.rewritten.line_map[(path, line)] == old
+
+
+# --------------------------------------------------------------------------- the comparison itself
+SMALL = '''# spmdcheck: mesh = ["tp"]
+"""A hand-written program in the generator's shape."""
+from typing import Annotated
+
+import torch
+import torch.nn.functional as F
+
+import spmd_types as spmd
+from spmd_types import P, R, S
+
+GLOBAL_SHAPES = {
+    "x1": (8, 8),
+    "w2": (8, 8),
+    "w3": (8, 8),
+}
+
+
+def step(
+    x1: Annotated[torch.Tensor, {"tp": R}],
+    w2: Annotated[torch.Tensor, {"tp": S(0)}],
+    w3: Annotated[torch.Tensor, {"tp": S(1)}],
+) -> Annotated[torch.Tensor, {"tp": R}]:
+    h4 = F.linear(x1, w2)
+    h5 = F.gelu(h4)
+    h6 = F.linear(h5, w3)
+    h7 = torch.relu(h6)
+    h8 = spmd.all_reduce(h7, "tp", src=P, dst=R)
+    return h8
+'''
+
+
+def small_program() -> Program:
+    params = [Param("x1", (8, 8), {"tp": "R"}, "activation"), Param("w2", (8, 8), {"tp": "S0"}, "weight"),
+              Param("w3", (8, 8), {"tp": "S1"}, "weight")]
+    body = [(ln.strip(), "ok:hand") for ln in SMALL.splitlines()[22:]]
+    return Program(SMALL, ("tp",), body, 23, ["nonlinear_pending"], "tensor", params)
+
+
+class Scripted:
+    """Choices given in order (a rewrite's decisions, spelled out)."""
+
+    def __init__(self, *answers) -> None:  # noqa: ANN002
+        self.answers = list(answers)
+
+    def pick(self, options):  # noqa: ANN001, ANN201
+        a = self.answers.pop(0)
+        assert a in list(options), (a, options)
+        return a
+
+    def integer(self, lo: int, hi: int) -> int:
+        a = self.answers.pop(0)
+        assert lo <= a <= hi, (a, lo, hi)
+        return a
+
+
+def test_module_rewrite_of_a_known_program(registry):
+    """The relu of a pending sum at line 26 moved into a module's forward: the finding follows it and maps back."""
+    prog = small_program()
+    rw = rewrite(prog, "module", Scripted(2, 2, "before step", "from torch import nn", "forward", "assert_type",
+                                          "positional", "at the run"))
+    text = rw.files[ORIGINAL]
+    assert "class Block(nn.Module):" in text and "self.w3 = w3" in text and "F.linear(h5, self.w3)" in text
+    assert "spmd.assert_type(self.w3, {\"tp\": S(1)})" in text
+    assert "    block = Block(w3)\n    h7 = block(h5)\n" in text
+    assert rw.line_map[(ORIGINAL, text.splitlines().index("        h7 = torch.relu(h6)") + 1)] == 26
+    c = compare(prog, rw, registry)
+    assert ("SPMD201", 26) in c.before or ("SPMD101", 26) in c.before, c.report()
+    assert c.same, c.report()
+
+
+def test_comparison_sees_a_lost_finding(registry):
+    """A 'rewrite' that is not meaning-preserving (the relu dropped) is caught: the finding goes missing."""
+    prog = small_program()
+    rw = rewrite(prog, "helper", Scripted(3, 1, "before step", "positional"))
+    assert "def part(h6):" in rw.files[ORIGINAL]
+    rw.files[ORIGINAL] = rw.files[ORIGINAL].replace("torch.relu(h6)", "h6 * 1.0")
+    c = compare(prog, rw, registry)
+    assert not c.same and c.missing and not c.extra, c.report()
+
+
+def test_package_rewrite_of_a_known_program(registry):
+    prog = small_program()
+    rw = rewrite(prog, "package", Scripted(0, 3, "function", "relative as", "keyword", ""))
+    main, helpers = rw.files["pkg/main.py"], rw.files["pkg/helpers.py"]
+    assert "from .helpers import part as moved_part" in main
+    assert "    h6 = moved_part(x1=x1, w2=w2, w3=w3)" in main
+    assert helpers.startswith('# spmdcheck: mesh = ["tp"]\n') and "def part(x1, w2, w3):" in helpers
+    assert rw.where(26)[0] == "pkg/main.py" and rw.where(23)[0] == "pkg/helpers.py"
+    c = compare(prog, rw, registry)
+    assert c.same, c.report()
+
+
+def test_tuple_rewrite_renames_after_the_point():
+    prog = small_program()
+    rw = rewrite(prog, "tuple", Scripted(2, 2, "w3", "h5", "unpack"))
+    text = rw.files[ORIGINAL]
+    assert "    packed = (w3, h5)\n    w3_t, h5_t = packed\n    h6 = F.linear(h5_t, w3_t)\n" in text
+
+
+def test_random_choices_are_reproducible():
+    prog = small_program()
+    for kind in KINDS:
+        a = rewrite(prog, kind, RandomChoices(f"{kind}:x"))
+        b = rewrite(prog, kind, RandomChoices(f"{kind}:x"))
+        assert a.files == b.files
+
+
+# --------------------------------------------------------------------------- execution (ground truth)
+def _harness_available() -> bool:
+    try:
+        import spmd_types  # noqa: F401
+        import torch
+    except ImportError:
+        return False
+    return torch.distributed.is_available() and torch.distributed.is_gloo_available()
+
+
+needs_harness = pytest.mark.skipif(not _harness_available(), reason="needs torch with gloo and spmd-types")
+
+
+@pytest.fixture(scope="module")
+def harness():
+    from ground_truth.harness import Harness
+
+    h = Harness()
+    yield h
+    h.close()
+
+
+@pytest.mark.ground_truth
+@needs_harness
+@pytest.mark.parametrize("kind", ["helper", "module", "tuple"])
+def test_rewrite_computes_the_same(kind, surveyed, harness):
+    """A single-file rewrite computes what the program computes: the same outputs and input gradients, bit for
+    bit, on 1 and 2 ranks (the package rewrite moves the same helper text to another file)."""
+    import torch
+    from ground_truth.spec import read_program
+
+    picked = [c for c in surveyed.results[kind] if c.program.statements <= 20][:12]
+    assert picked
+    for c in picked:
+        key = f"<metamorphic>/{abs(hash(c.program.source))}"
+        a = read_program(c.program.source, key + "/prog.py")
+        b = read_program(c.rewritten.files[ORIGINAL], key + f"/{kind}.py")
+        for world in (1, 2):
+            ea = harness.execute(a, world, key, None)
+            eb = harness.execute(b, world, key, None)
+            assert ea.run.status == eb.run.status, (c.rewritten.show(), ea.run.message, eb.run.message)
+            if ea.run.status != "ok":
+                continue
+            for ra, rb in zip(ea.run.answers, eb.run.answers):
+                for x, y in zip(ra["outputs"], rb["outputs"]):
+                    assert (x is None) == (y is None) and (x is None or torch.equal(x, y)), c.rewritten.show()
+                assert ra["grads"].keys() == rb["grads"].keys()
+                for name, g in ra["grads"].items():
+                    h = rb["grads"][name]
+                    assert (g is None) == (h is None) and (g is None or torch.equal(g, h)), (name, c.rewritten.show())
+        harness._cache.clear()  # noqa: SLF001 - per-program entries would only grow
+
+
+@pytest.mark.ground_truth
+@needs_harness
+def test_branch_programs_are_sound(harness, registry):
+    """spmdcheck silent => the run matches the reference, on programs with branch and in-place steps (aiming at
+    their mutation kinds half of the time); and their correct-by-construction programs really are correct."""
+    from fuzz.programs import BRANCH_MUTATIONS
+    from fuzz.runner import SoundnessViolation, Stats, fuzz
+
+    stats = Stats()
+    fuzz(harness, stats, BRANCH_EXAMPLES // 2, SEED, registry, tuple(BRANCH_MUTATIONS), branches=True)
+    fuzz(harness, stats, BRANCH_EXAMPLES, SEED + 100, registry, branches=True)
+    bugs = stats.generator_bugs
+    assert not bugs, "correct-by-construction programs whose run does not match:\n" + "\n\n".join(
+        f"{o.summary()}\n{o.program.source}" for o in bugs[:3])
+    if not stats.violations:
+        return
+    try:
+        fuzz(harness, Stats(), BRANCH_EXAMPLES // 2, SEED, registry, tuple(BRANCH_MUTATIONS), stop_at_violation=True,
+             branches=True)
+        fuzz(harness, Stats(), BRANCH_EXAMPLES, SEED + 100, registry, stop_at_violation=True, branches=True)
+    except SoundnessViolation as exc:
+        raise AssertionError(f"{len(stats.violations)} of {stats.programs} branch programs violate soundness; the "
+                             f"first one, shrunk by hypothesis:\n{exc}") from None
+    pytest.fail("soundness violations the replay did not reproduce:\n" + "\n\n".join(
+        f"{o.summary()}\n{o.program.source}" for o in stats.violations[:3]))

@@ -1,0 +1,177 @@
+"""Whole programs are the spec of whole-program analysis: every folder of fixtures/programs/ is a package
+checked as ONE program, and its diagnostics must be exactly the ones written on the lines of its modules.
+
+The comparison is on (path relative to the program folder, line, code, severity), over all the modules,
+through the library (`spmdcheck.api.check_sources`) and through the real command line. The conventions are
+in fixtures/README.md ("Programs: whole packages").
+"""
+from __future__ import annotations
+
+import json
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+from conftest import FIXTURES, ROOT, expected_diagnostics
+
+from spmdcheck.api import Settings, check_sources
+from spmdcheck.diagnostics.codes import CODES
+
+PROGRAMS_ROOT = FIXTURES / "programs"
+PROGRAMS = sorted(p for p in PROGRAMS_ROOT.iterdir() if p.is_dir() and (p / "__init__.py").is_file())
+HEADER = re.compile(r"^# spmdcheck: mesh = \[.*\]$")
+_BUG = re.compile(r"^(?P<name>.+?)_bug_(?P<what>.+)$")
+
+Expectation = tuple[str, int, str, str]  # (path relative to the program folder, line, code, severity)
+
+
+def modules(program: pathlib.Path) -> list[pathlib.Path]:
+    return sorted(p for p in program.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def expected_program_diagnostics(program: pathlib.Path) -> set[Expectation]:
+    out: set[Expectation] = set()
+    for path in modules(program):
+        rel = path.relative_to(program).as_posix()
+        out |= {(rel, line, code, sev) for line, code, sev in expected_diagnostics(path.read_text(encoding="utf-8"))}
+    return out
+
+
+def _show(items: set[Expectation]) -> str:
+    return "\n".join(f"  {p}:{line} {code} ({sev})" for p, line, code, sev in sorted(items)) or "  (none)"
+
+
+def _compare(got: set[Expectation], want: set[Expectation], messages: dict | None = None) -> None:
+    if got == want:
+        return
+    extra = "\n".join(f"  {k[0]}:{k[1]} {k[2]}: {m}" for k, m in sorted((messages or {}).items()) if k in got - want)
+    pytest.fail(f"unexpected:\n{_show(got - want)}\nmissing:\n{_show(want - got)}"
+                + (f"\nmessages of the unexpected ones:\n{extra}" if extra else ""))
+
+
+def test_programs_are_present():
+    names = {p.name for p in PROGRAMS}
+    for family in ("gpt", "gpt_sp", "trainer", "moe", "divergence"):
+        assert f"{family}_ok" in names, family
+    assert sum("_bug_" in n for n in names) >= 8
+
+
+@pytest.mark.parametrize("program", PROGRAMS, ids=[p.name for p in PROGRAMS])
+def test_program_layout(program):
+    """A program is an entry module, every module states the same mesh, and a bug twin has its ok twin's files."""
+    assert (program / "train.py").is_file(), "the entry module is train.py"
+    assert re.search(r"^def step\(", (program / "train.py").read_text(encoding="utf-8"), re.MULTILINE)
+    headers = set()
+    for path in modules(program):
+        text = path.read_text(encoding="utf-8")
+        if path.name == "__init__.py":
+            assert text == "", f"{path}: __init__.py files are empty"
+            continue
+        first = text.splitlines()[0]
+        assert HEADER.match(first), f"{path}: line 1 must be the mesh header"
+        headers.add(first)
+    assert len(headers) == 1, f"the modules disagree on the mesh: {headers}"
+    m = _BUG.match(program.name)
+    if m:
+        twin = PROGRAMS_ROOT / f"{m.group('name')}_ok"
+        assert twin.is_dir(), f"no ok twin {twin.name}"
+        assert [p.relative_to(twin) for p in modules(twin)] == [p.relative_to(program) for p in modules(program)]
+        assert expected_program_diagnostics(program), "a bug program expects at least one diagnostic"
+    else:
+        assert program.name.endswith("_ok"), "programs are <name>_ok or <name>_bug_<what>"
+        assert not expected_program_diagnostics(program), "an ok program expects no diagnostic"
+
+
+@pytest.mark.parametrize("program", PROGRAMS, ids=[p.name for p in PROGRAMS])
+def test_expected_severities_match_the_codes(program):
+    for rel, line, code, severity in expected_program_diagnostics(program):
+        assert code in CODES, f"{rel}:{line}: unknown code {code}"
+        assert CODES[code].severity == severity, f"{rel}:{line}: {code} is an {CODES[code].severity}"
+
+
+@pytest.mark.parametrize("program", PROGRAMS, ids=[p.name for p in PROGRAMS])
+def test_program(program, registry):
+    sources = {str(path): path.read_text(encoding="utf-8") for path in modules(program)}
+    result = check_sources(sources, Settings(), registry)
+    assert set(result) == set(sources)
+    got: set[Expectation] = set()
+    messages = {}
+    for path, diags in result.items():
+        rel = pathlib.Path(path).relative_to(program).as_posix()
+        for d in diags:
+            key = (rel, d.line, d.code, d.severity)
+            got.add(key)
+            messages[key] = d.message
+    _compare(got, expected_program_diagnostics(program), messages)
+
+
+def test_command_line_checks_each_program_folder():
+    """`spmdcheck check fixtures/programs/<p> ...` (every program folder in one run): exactly the expected findings."""
+    args = [str(p.relative_to(ROOT)) for p in PROGRAMS]
+    proc = subprocess.run([sys.executable, "-m", "spmdcheck", "check", *args, "--output-format", "json"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode in (0, 1), proc.stderr
+    report = json.loads(proc.stdout)
+    got: dict[pathlib.Path, set[Expectation]] = {p: set() for p in PROGRAMS}
+    messages = {}
+    for d in report["diagnostics"]:
+        path = (ROOT / d["path"]).resolve()
+        program = next((p for p in PROGRAMS if p in path.parents), None)
+        assert program is not None, f"a diagnostic outside the programs: {d['path']}"
+        key = (path.relative_to(program).as_posix(), d["line"], d["code"], d["severity"])
+        got[program].add(key)
+        messages[key] = d["message"]
+    failures = []
+    for program in PROGRAMS:
+        want = expected_program_diagnostics(program)
+        if got[program] != want:
+            failures.append(f"{program.name}:\n unexpected:\n{_show(got[program] - want)}\n missing:\n"
+                            f"{_show(want - got[program])}")
+    assert not failures, "\n".join(failures)
+    assert proc.returncode == (1 if any(expected_program_diagnostics(p) for p in PROGRAMS) else 0)
+
+
+# --------------------------------------------------------------------------- ground truth: the programs run
+@pytest.fixture(scope="module")
+def gt_harness():
+    torch = pytest.importorskip("torch", reason="the ground-truth harness needs torch (test extra)")
+    pytest.importorskip("spmd_types", reason="the ground-truth harness needs spmd-types==0.3.1 (test extra)")
+    if not torch.distributed.is_available() or not torch.distributed.is_gloo_available():
+        pytest.skip("torch.distributed with the gloo backend is not available")
+    from ground_truth.harness import Harness
+
+    h = Harness()
+    yield h
+    h.close()
+
+
+def _run_order(program: pathlib.Path) -> tuple:
+    """Correct programs first, programs that must hang (SPMD501) last: a hang kills the pool, and every
+    program after it pays for fresh rank processes."""
+    codes = {code for _, _, code, _ in expected_program_diagnostics(program)}
+    return ("_bug_" in program.name, "SPMD501" in codes, program.name)
+
+
+RUN_ORDER = sorted(PROGRAMS, key=_run_order)
+
+
+@pytest.mark.ground_truth
+@pytest.mark.parametrize("program", RUN_ORDER, ids=[p.name for p in RUN_ORDER])
+def test_program_runs_as_its_expectations_say(gt_harness, program):
+    """An ok program computes on 2 and 4 gloo ranks what it computes on one; a bug program does not (its
+    values or gradients differ, or it crashes or hangs), while its ok twin, on the same inputs, does."""
+    from ground_truth.packages import discover_packages, judge_package
+
+    pkg = next(p for p in discover_packages() if p.path == program)
+    verdict, twin_verdict = judge_package(gt_harness, pkg)
+    assert verdict.runnable, verdict.not_runnable
+    story = f"{program.name}: {verdict.summary()}"
+    if pkg.is_bug:
+        assert twin_verdict is not None, f"{program.name} has no ok twin"
+        assert twin_verdict.matches, f"the ok twin does not match its reference: {twin_verdict.summary()}"
+        assert verdict.wrong, f"the bug is invisible to execution: {story}"
+    else:
+        assert verdict.matches, story
+        assert all(w.reference == "global" for w in verdict.worlds), story
