@@ -34,8 +34,8 @@ sys.path.insert(0, str(ROOT / "tests" / "realcode"))
 from spmdcheck.analysis import calls, comms, spmd_api  # noqa: E402
 from spmdcheck.analysis.context import Options  # noqa: E402
 from spmdcheck.analysis.driver import analyze_module  # noqa: E402
-from spmdcheck.analysis.typeexpr import TypeExprError, type_dict  # noqa: E402
-from spmdcheck.analysis.values import Alternatives, Seq, TensorValue  # noqa: E402
+from spmdcheck.analysis.typeexpr import TypeExprError, axis_name, type_dict  # noqa: E402
+from spmdcheck.analysis.values import UNKNOWN, Alternatives, Seq, TensorValue, TypeValue  # noqa: E402
 from spmdcheck.api import load_registry  # noqa: E402
 from spmdcheck.frontend.source import mesh_names_in, parse  # noqa: E402
 
@@ -47,6 +47,7 @@ COLLECTIVES = {
 KINDS = {**{a: "assert_type" for a in ANNOTATIONS}, **{c: "collective" for c in COLLECTIVES}, "local_map": "local_map"}
 
 _events: dict[int, bool] = {}  # id(call node) -> typed operand seen
+_read: set[int] = set()  # id(call node) of sites whose types (and axis) the checker read
 
 
 def typed(value: object) -> bool:
@@ -80,7 +81,15 @@ def _wrap_handler(name: str) -> None:
     inner = spmd_api.HANDLERS[name]
 
     def handler(interp, rule, bound, node, args):  # noqa: ANN001, ANN202
-        _note(node, bool(args) and typed(args[0][1]))
+        if name == "local_map":  # the call form: known when its contract reads as types
+            contract = bound.get("in_types")
+            leaves = list(contract.items) if isinstance(contract, Seq) else [contract]
+            readable = any(_readable(t) for t in [*leaves, bound.get("out_types")])
+            _note(node, readable)
+            if readable:
+                _read.add(id(node))
+        else:
+            _note(node, bool(args) and typed(args[0][1]))
         return inner(interp, rule, bound, node, args)
 
     spmd_api.HANDLERS[name] = handler
@@ -91,6 +100,11 @@ def _wrap_collective() -> None:
 
     def apply_collective(interp, rule, bound, node):  # noqa: ANN001, ANN202
         _note(node, typed(bound.get(rule.collective.tensor_param)))
+        coll = rule.collective
+        given = [bound.get(k) for k in ("src", "dst")]
+        types_read = all(v is None or isinstance(v, TypeValue) for v in given)
+        if axis_name(bound.get(coll.axis_param) or UNKNOWN) is not None and types_read:
+            _read.add(id(node))
         return inner(interp, rule, bound, node)
 
     comms.apply_collective = apply_collective
@@ -108,7 +122,10 @@ def _wrap_decorations() -> None:
                 and isinstance(expr.func, cst.Attribute)
                 and expr.func.attr.value == "local_map"
             ):
-                _note(expr, any(_readable(t) for t in [*(decor.in_types or []), decor.out_types]))
+                readable = any(_readable(t) for t in [*(decor.in_types or []), decor.out_types])
+                _note(expr, readable)
+                if readable:
+                    _read.add(id(expr))
         return decor
 
     calls.function_decorations = function_decorations
@@ -120,6 +137,19 @@ def _install() -> None:
             _wrap_handler(name)
     _wrap_collective()
     _wrap_decorations()
+    _wrap_annotation_reader()
+
+
+def _wrap_annotation_reader() -> None:
+    inner = spmd_api._types_from
+
+    def types_from(interp, values, node):  # noqa: ANN001, ANN202
+        axes = inner(interp, values, node)
+        if axes:
+            _read.add(id(node))
+        return axes
+
+    spmd_api._types_from = types_from
 
 
 class _Sites(cst.CSTVisitor):
@@ -153,6 +183,7 @@ def measure(
         if not finder.sites:
             continue
         _events.clear()
+        _read.clear()
         try:
             analyze_module(module, registry, Options(mesh=mesh), mesh_names_in(text))
         except Exception as exc:  # noqa: BLE001 - a crash is counted, the measurement goes on
@@ -164,6 +195,7 @@ def measure(
             if id(node) in _events:
                 c["reached"] += 1
                 c["known"] += _events[id(node)]
+                c["read"] += id(node) in _read
                 state = "known" if _events[id(node)] else "unknown"
             if listing is not None:
                 line = wrapper.resolve(PositionProvider)[node].start.line
@@ -188,12 +220,18 @@ def main() -> None:
         print(entry)
     all_sites = sum(c["sites"] for c in totals.values())
     all_known = sum(c["known"] for c in totals.values())
+    all_read = sum(c["read"] for c in totals.values())
     print(f"{tree} (mesh: {'configured' if ns.mesh else 'none'})")
     for kind in ("assert_type", "local_map", "collective"):
         c = totals.get(kind, collections.Counter())
-        print(f"  {kind:12s} sites {c['sites']:4d}  reached {c['reached']:4d}  type known {c['known']:4d}")
+        print(
+            f"  {kind:12s} sites {c['sites']:4d}  reached {c['reached']:4d}  "
+            f"contract read {c['read']:4d}  operand type known {c['known']:4d}"
+        )
     share = all_known / all_sites if all_sites else 0.0
-    print(f"  all          sites {all_sites:4d}  type known {all_known:4d}  ({share:.0%})")
+    read = all_read / all_sites if all_sites else 0.0
+    print(f"  all          sites {all_sites:4d}  contract read {all_read:4d} ({read:.0%})  ", end="")
+    print(f"operand type known {all_known:4d} ({share:.0%})")
 
 
 if __name__ == "__main__":

@@ -45,6 +45,7 @@ class Settings:
     stub_path: tuple[str, ...] = ()
     select: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
+    preview: bool = False  # preview rules (off by default) run too
 
 
 @dataclass
@@ -105,6 +106,16 @@ def _selected(code: str, settings: Settings) -> bool:
     if settings.select and not any(matches(p) for p in settings.select):
         return False
     return not any(matches(p) for p in settings.ignore)
+
+
+def _previewed(code: str, settings: Settings) -> bool:
+    """A preview rule runs with `preview`, or when selected by its exact code or name (not a prefix or ALL)."""
+    info = CODES[code]
+    return (
+        not info.preview
+        or settings.preview
+        or any(p.strip().upper() == code or p.strip().lower() == info.name for p in settings.select)
+    )
 
 
 def check_source(
@@ -203,11 +214,14 @@ def check_sources(
     for path in out:
 
         def enabled(code: str, strict: bool = strict_of.get(path, settings.strict)) -> bool:
-            return _selected(code, settings) and (strict or not CODES[code].strict_only)
+            info = CODES[code]
+            return _selected(code, settings) and (strict or not info.strict_only) and _previewed(code, settings)
 
         out[path] = apply_suppressions(path, sources[path], out[path], enabled)
     return {
-        path: sorted((d for d in diags if _selected(d.code, settings)), key=Diagnostic.sort_key)
+        path: sorted(
+            (d for d in diags if _selected(d.code, settings) and _previewed(d.code, settings)), key=Diagnostic.sort_key
+        )
         for path, diags in out.items()
     }
 

@@ -17,6 +17,12 @@ def add_check_arguments(check: argparse.ArgumentParser) -> None:
         default=None,
         help="an operand missing a mesh axis is an error (spmd_types strict mode)",
     )
+    rules.add_argument(
+        "--preview",
+        action="store_true",
+        default=False,
+        help="also run preview rules (SPMD502: rank-specific tensor computation, for compiled programs)",
+    )
     rules.add_argument("--select", default=None, help="comma-separated codes, prefixes or names to report")
     rules.add_argument("--extend-select", default=None, help="codes, prefixes or names to add to the selection")
     rules.add_argument("--ignore", default=None, help="comma-separated codes, prefixes or names to skip")

@@ -209,6 +209,7 @@ def _file_settings(cfg, args: argparse.Namespace, path: str):  # noqa: ANN001, A
     return Settings(
         mesh=_split(args.mesh) or cfg.mesh,
         strict=cfg.strict if args.strict is None else True,
+        preview=cfg.preview or bool(getattr(args, "preview", False)),
         stub_path=tuple(cfg.stub_path) + tuple(str(pathlib.Path(p).resolve()) for p in args.stub_path),
         select=select + extend if select else (),
         ignore=_split(args.ignore) + cfg.ignore + cfg.ignores_for(pathlib.Path(path)),
@@ -229,6 +230,7 @@ def _show_settings(resolver, args: argparse.Namespace, path: str) -> int:  # noq
         "config-file": str(cfg.source) if cfg.source else None,
         "mesh": list(settings.mesh),
         "strict": settings.strict,
+        "preview": settings.preview,
         "stub-path": list(settings.stub_path),
         "include": [f"{g.base}/{g.pattern}" for g in cfg.include],
         "exclude": [f"{g.base}/{g.pattern}" for g in cfg.exclude],
@@ -385,7 +387,7 @@ def _report(args: argparse.Namespace, diags: list, files: int, stdin_text: str |
     if status == EXIT_USAGE or any(d.code in ("SPMD000", "SPMD005") for d in diags):
         return EXIT_USAGE
     findings = [d for d in diags if d.severity != "note"]  # notes (reveal_spmd_type) never fail a run
-    if findings and not args.exit_zero and not args.add_noqa:
+    if findings and not args.exit_zero:  # after --add-noqa: what a noqa cannot silence (syntax errors)
         return EXIT_FINDINGS
     return EXIT_CLEAN
 
@@ -406,7 +408,7 @@ def _print_diff(results, settings_of) -> int:  # noqa: ANN001
         def check(text: str, path: str = r.path, settings=settings, registry=registry):  # noqa: ANN001, ANN202
             return check_source(text, path, settings, registry)
 
-        diff, count = fix_diff(r.path, check, display_path(r.path).replace(os.sep, "/"))
+        diff, count = fix_diff(r.path, r.diagnostics, check, display_path(r.path).replace(os.sep, "/"))
         sys.stdout.write(diff)
         total += count
     print(f"spmdcheck: would apply {total} fix(es)" if total else "spmdcheck: no fixes to apply", file=sys.stderr)
@@ -429,7 +431,7 @@ def _add_noqa(results) -> None:  # noqa: ANN001
 
 def _fix(results, files: list[str], settings, registry, unsafe: bool, jobs: int):  # noqa: ANN001, ANN202
     """Apply fixes in rounds (spmdcheck/fix_review.py says why): each round applies every file's next batch,
-    then checks the files again; only the safe fixes without --unsafe-fixes."""
+    then checks the changed files again, and at the end every file; only the safe fixes without --unsafe-fixes."""
     from spmdcheck.fix_review import IMPORT_LINE, MAX_ROUNDS, fixable, next_batch
     from spmdcheck.fixes import apply_fixes
 
@@ -443,7 +445,7 @@ def _fix(results, files: list[str], settings, registry, unsafe: bool, jobs: int)
     applied: dict[str, int] = {}
     failed: set[str] = set()
     for _ in range(MAX_ROUNDS):
-        progress = False
+        changed = []
         for r in results:
             batch = next_batch(r.diagnostics, unsafe) if r.path not in failed else []
             if not batch:
@@ -454,9 +456,13 @@ def _fix(results, files: list[str], settings, registry, unsafe: bool, jobs: int)
                 failed.add(r.path)
             elif outcome.applied:
                 applied[r.path] = applied.get(r.path, 0) + outcome.applied
-                progress = True
-        if not progress:
+                changed.append(r.path)
+        if not changed:
             break
+        # the next round needs only the changed files' findings; the report below checks everything again
+        again = {r.path: r for r in _run(changed, settings, registry, jobs)}
+        results = [again.get(r.path, r) for r in results]
+    if applied:
         results = _run(files, settings, registry, jobs)
     for path, count in sorted(applied.items()):
         print(f"spmdcheck: {path}: applied {count} fix(es)", file=sys.stderr)

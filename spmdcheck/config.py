@@ -23,6 +23,7 @@ KNOWN_KEYS: dict[str, type] = {
     "extend": str,
     "mesh": list,
     "strict": bool,
+    "preview": bool,
     "stub-path": list,
     "include": list,
     "exclude": list,
@@ -69,6 +70,7 @@ class Glob:
 class Config:
     mesh: tuple[str, ...] = ()
     strict: bool = False
+    preview: bool = False  # preview rules run too
     stub_path: tuple[str, ...] = ()
     include: tuple[Glob, ...] = ()  # empty: every .py file discovery finds
     exclude: tuple[Glob, ...] = ()
@@ -264,6 +266,7 @@ def build_config(table: dict, root: pathlib.Path, source: pathlib.Path | None) -
     return Config(
         mesh=tuple(table.get("mesh", ())),
         strict=table.get("strict", False),
+        preview=table.get("preview", False),
         stub_path=tuple(table.get("stub-path", ())),
         include=tuple(table.get("include", ())),
         exclude=tuple(table.get("exclude", ())) + tuple(table.get("extend-exclude", ())),

@@ -38,15 +38,19 @@ def next_batch(diags: list[Diagnostic], unsafe: bool) -> list[Diagnostic]:
     return safe or todo[:1]
 
 
-def fix_in_memory(text: str, check: Callable[[str], list[Diagnostic]], unsafe: bool) -> tuple[str, int]:
-    """The text after every round of fixes, and how many fixes were applied."""
+def fix_in_memory(
+    text: str, check: Callable[[str], list[Diagnostic]], unsafe: bool, first: list[Diagnostic] | None = None
+) -> tuple[str, int]:
+    """The text after every round of fixes, and how many fixes were applied. `first`: the diagnostics of
+    `text` already known (from the whole-program run), used for the first round instead of `check`."""
     import libcst as cst
 
     from spmdcheck.fixes import fix_text
 
     applied = 0
     for _ in range(MAX_ROUNDS):
-        batch = next_batch(check(text), unsafe)
+        batch = next_batch(first if first is not None else check(text), unsafe)
+        first = None
         if not batch:
             break
         new, count = fix_text(text, batch, IMPORT_LINE)
@@ -61,14 +65,19 @@ def fix_in_memory(text: str, check: Callable[[str], list[Diagnostic]], unsafe: b
 
 
 def fix_diff(
-    path: str, check: Callable[[str], list[Diagnostic]], shown_path: str, unsafe: bool = True
+    path: str,
+    diags: list[Diagnostic],
+    check: Callable[[str], list[Diagnostic]],
+    shown_path: str,
+    unsafe: bool = True,
 ) -> tuple[str, int]:
-    """The unified diff the fixes would make to `path`; and how many fixes."""
+    """The unified diff the fixes would make to `path`, whose diagnostics are `diags`; and how many fixes.
+    Later rounds check the file on its own (`check`)."""
     try:
-        original = pathlib.Path(path).read_bytes().decode("utf-8").removeprefix("\ufeff")
+        original = pathlib.Path(path).read_bytes().decode("utf-8")  # as the checker read it (a BOM included)
     except (OSError, UnicodeDecodeError):
         return "", 0
-    fixed, count = fix_in_memory(original, check, unsafe)
+    fixed, count = fix_in_memory(original, check, unsafe, diags)
     if fixed == original:
         return "", 0
     old, new = (f"a/{shown_path}", f"b/{shown_path}") if not shown_path.startswith("/") else (shown_path, shown_path)

@@ -15,16 +15,20 @@ from spmdcheck.diagnostics.render import Diagnostic
 from spmdcheck.diagnostics.suppression import find_suppressions, noqa_line, physical_lines, source_map
 
 # findings a noqa cannot or should not silence: the checker failed, the file does not parse, or the
-# finding is about a suppression comment itself
+# finding is about a suppression comment itself; notes (reveal_spmd_type) are asked for, not findings
 NOT_SUPPRESSIBLE = frozenset({"SPMD000", "SPMD001", "SPMD006"})
+
+
+def _wants_noqa(d: Diagnostic) -> bool:
+    return d.code not in NOT_SUPPRESSIBLE and d.severity != "note"
 
 
 def with_noqa(text: str, diags: list[Diagnostic]) -> tuple[str, int]:
     """The text with the needed `noqa` codes added; and how many lines changed."""
     wanted: dict[int, set[str]] = {}
-    smap = source_map(text) if any(d.code not in NOT_SUPPRESSIBLE for d in diags) else None
+    smap = source_map(text) if any(_wants_noqa(d) for d in diags) else None
     for d in diags:
-        if d.code not in NOT_SUPPRESSIBLE and smap is not None:
+        if _wants_noqa(d) and smap is not None:
             wanted.setdefault(noqa_line(smap, d.line), set()).add(d.code)
     if not wanted:
         return text, 0

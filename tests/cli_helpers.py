@@ -18,7 +18,7 @@ BUGGY = textwrap.dedent("""\
 """)
 
 
-def run(args, cwd, env=None, **kw) -> subprocess.CompletedProcess:
+def run(args, cwd, env=None, timeout=300, **kw) -> subprocess.CompletedProcess:
     full_env = {**os.environ, **(env or {})}
     for key, value in (env or {}).items():
         if value is None:
@@ -28,7 +28,7 @@ def run(args, cwd, env=None, **kw) -> subprocess.CompletedProcess:
         cwd=cwd,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=timeout,
         env=full_env,
         **kw,
     )

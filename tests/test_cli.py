@@ -193,3 +193,40 @@ def test_stdin_with_a_filename_for_editors(project):
     (d,) = json.loads(proc.stdout)["diagnostics"]
     assert (d["path"], d["line"], d["code"]) == ("pkg/mod.py", 7, "SPMD101")
     assert proc.returncode == 1
+
+
+RANK_SPECIFIC = textwrap.dedent("""\
+    from typing import Annotated
+
+    import torch
+    import torch.distributed as dist
+    from spmd_types import R
+
+
+    def scale(x: Annotated[torch.Tensor, {"tp": R}]) -> torch.Tensor:
+        if dist.get_rank() == 0:
+            x = x * 2.0
+        if dist.get_rank() == 0:
+            logged = x.detach().sum()
+            print(logged.item())
+        return x + 1.0
+
+
+    def repeat(x: Annotated[torch.Tensor, {"tp": R}]) -> torch.Tensor:
+        for _ in range(dist.get_rank()):
+            x = x * 2.0
+        return x
+""")
+
+
+@pytest.mark.parametrize(
+    "flags,expected",
+    [([], []), (["--preview"], [9, 18]), (["--select", "rank-specific-graph"], [9, 18]), (["--select", "SPMD5"], [])],
+)
+def test_preview_rule_runs_only_when_asked(project, flags, expected):
+    """SPMD502 is a preview: off by default, on with --preview or its exact name; a prefix does not
+    enable it. Work that stays inside the branch (logging) is not reported."""
+    (project / "rank.py").write_text(RANK_SPECIFIC)
+    proc = run(["check", "--output-format", "json", *flags, "rank.py"], project)
+    lines = [d["line"] for d in json.loads(proc.stdout)["diagnostics"] if d["code"] == "SPMD502"]
+    assert lines == expected, proc.stdout

@@ -13,6 +13,7 @@ from spmdcheck.diagnostics.codes import CODES
 BLOCK = re.compile(r"```python (bad|fixed)\n(.*?)```", re.DOTALL)
 MESH = re.compile(r"^#\s*mesh:\s*(.+)$", re.MULTILINE)
 STRICT = re.compile(r"^#\s*strict\s*$", re.MULTILINE)
+PREVIEW = re.compile(r"^#\s*preview\s*$", re.MULTILINE)
 
 
 def examples():
@@ -24,7 +25,7 @@ def examples():
 def settings_for(body: str) -> Settings:
     m = MESH.search(body)
     mesh = tuple(a.strip() for a in m.group(1).split(",")) if m else ()
-    return Settings(mesh=mesh, strict=bool(STRICT.search(body)))
+    return Settings(mesh=mesh, strict=bool(STRICT.search(body)), preview=bool(PREVIEW.search(body)))
 
 
 def test_every_code_has_a_page_with_examples():

@@ -92,7 +92,7 @@ def test_after_unsafe_fix_no_fixture_keeps_the_fixed_finding(tmp_path, registry)
         text = p.read_text()
         diags = check_source(text, str(p), settings_for(text), registry)
         before[p] = (text, [d.to_json() | {"suggestions": [{"span": s.span} for s in d.suggestions]} for d in diags])
-    proc = run(["check", "--fix", "--unsafe-fixes", "--output-format", "json", "--isolated", "."], work)
+    proc = run(["check", "--fix", "--unsafe-fixes", "--output-format", "json", "--isolated", "."], work, timeout=900)
     assert "Traceback" not in proc.stderr, proc.stderr
     fixed_sites, problems = 0, []
     for p in files:

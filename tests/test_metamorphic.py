@@ -16,6 +16,7 @@ computes exactly what the program computes, on 1 and 2 ranks; and on branch + in
 """
 from __future__ import annotations
 
+import hashlib
 import os
 
 import pytest
@@ -98,6 +99,31 @@ def test_rewrites_are_well_formed(surveyed):
             assert all(1 <= old <= n for old in c.rewritten.line_map.values())
             for old, (path, line) in c.rewritten.copies.items():
                 assert c.rewritten.line_map[(path, line)] == old
+
+
+def test_branch_generator_stays_in_range():
+    """The generator's contract holds with the branch steps: 8-30 lines, readable by the harness, every input
+    declared; and the branch and in-place steps and their mutations do appear."""
+    from fuzz.programs import BRANCH_MUTATIONS, MAX_STATEMENTS, MIN_STATEMENTS, programs
+    from ground_truth.spec import read_program
+    from hypothesis import HealthCheck, given, seed, settings
+
+    seen: set[str] = set()
+
+    @seed(SEED)
+    @settings(max_examples=80, database=None, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(programs(branches=True))
+    def check(program):  # noqa: ANN001, ANN202
+        assert MIN_STATEMENTS <= program.statements <= MAX_STATEMENTS
+        spec = read_program(program.source, "<fuzz>")
+        assert spec.mesh == program.mesh and spec.returns is not None
+        assert {p.name for p in spec.tensor_params} == {p.name for p in program.params}
+        seen.update(tag.split(":")[1] for _, tag in program.body)
+        seen.update(program.mutations)
+
+    check()
+    assert {"branch", "inplace"} <= seen, seen
+    assert seen & set(BRANCH_MUTATIONS), seen
 
 
 # --------------------------------------------------------------------------- the comparison itself
@@ -241,8 +267,9 @@ def test_rewrite_computes_the_same(kind, surveyed, harness):
 
     picked = [c for c in surveyed.results[kind] if c.program.statements <= 20][:12]
     assert picked
+    compared = 0
     for c in picked:
-        key = f"<metamorphic>/{abs(hash(c.program.source))}"
+        key = f"<metamorphic>/{hashlib.sha1(c.program.source.encode()).hexdigest()[:12]}"
         a = read_program(c.program.source, key + "/prog.py")
         b = read_program(c.rewritten.files[ORIGINAL], key + f"/{kind}.py")
         for world in (1, 2):
@@ -251,6 +278,7 @@ def test_rewrite_computes_the_same(kind, surveyed, harness):
             assert ea.run.status == eb.run.status, (c.rewritten.show(), ea.run.message, eb.run.message)
             if ea.run.status != "ok":
                 continue
+            compared += 1
             for ra, rb in zip(ea.run.answers, eb.run.answers):
                 for x, y in zip(ra["outputs"], rb["outputs"]):
                     assert (x is None) == (y is None) and (x is None or torch.equal(x, y)), c.rewritten.show()
@@ -259,6 +287,7 @@ def test_rewrite_computes_the_same(kind, surveyed, harness):
                     h = rb["grads"][name]
                     assert (g is None) == (h is None) and (g is None or torch.equal(g, h)), (name, c.rewritten.show())
         harness._cache.clear()  # noqa: SLF001 - per-program entries would only grow
+    assert compared >= len(picked), f"only {compared} runs of {len(picked)} programs completed"
 
 
 @pytest.mark.ground_truth
@@ -286,3 +315,21 @@ def test_branch_programs_are_sound(harness, registry):
                              f"first one, shrunk by hypothesis:\n{exc}") from None
     pytest.fail("soundness violations the replay did not reproduce:\n" + "\n\n".join(
         f"{o.summary()}\n{o.program.source}" for o in stats.violations[:3]))
+
+
+def test_counterexample_saved_with_the_programs_verdict(tmp_path, registry):
+    """A difference is saved as a fixture folder whose expectations are the program's diagnostics, on the lines
+    they moved to -- and only when that verdict is certain."""
+    from fuzz.regressions import save_metamorphic
+
+    prog = small_program()
+    rw = rewrite(prog, "helper", Scripted(3, 1, "before step", "positional"))
+    rw.files[ORIGINAL] = rw.files[ORIGINAL].replace("torch.relu(h6)", "h6 * 1.0")  # a difference, by hand
+    c = compare(prog, rw, registry)
+    assert save_metamorphic(c, tmp_path) is None  # the hand-written program's tags name no mutated line
+    prog.body[3] = (prog.body[3][0], "mut:nonlinear_pending:torch.relu")
+    folder = save_metamorphic(c, tmp_path)
+    assert folder is not None and folder.name.startswith("metamorphic_helper_")
+    text = (folder / ORIGINAL).read_text(encoding="utf-8")
+    assert "    h7 = h6 * 1.0  # warning: SPMD201\n" in text
+    assert text.splitlines()[1].startswith('"""Metamorphic counterexample (helper rewrite')

@@ -7,6 +7,8 @@ in fixtures/README.md ("Programs: whole packages").
 """
 from __future__ import annotations
 
+import ast
+import difflib
 import json
 import pathlib
 import re
@@ -82,6 +84,36 @@ def test_program_layout(program):
     else:
         assert program.name.endswith("_ok"), "programs are <name>_ok or <name>_bug_<what>"
         assert not expected_program_diagnostics(program), "an ok program expects no diagnostic"
+
+
+def _code_lines(path: pathlib.Path) -> list[str]:
+    """The module without its docstring and without expectation comments: what a bug twin may change."""
+    text = path.read_text(encoding="utf-8")
+    body = ast.parse(text).body
+    lines = text.splitlines()
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        lines = lines[: body[0].lineno - 1] + lines[body[0].end_lineno:]
+    return [EXPECT_COMMENT.sub("", line) for line in lines]
+
+
+EXPECT_COMMENT = re.compile(r"\s*#\s*(error|warning):.*$")
+MAX_CHANGED_LINES = 6  # one change: a line or two, and an import it needs or no longer needs
+
+
+BUGS = [p for p in PROGRAMS if _BUG.match(p.name)]
+
+
+@pytest.mark.parametrize("program", BUGS, ids=[p.name for p in BUGS])
+def test_bug_program_is_its_twin_with_one_change(program):
+    """A bug package stays a copy of its ok twin with one change (edit the ok package, edit its bugs)."""
+    twin = PROGRAMS_ROOT / f"{_BUG.match(program.name).group('name')}_ok"
+    changed = []
+    for path in modules(program):
+        diff = difflib.unified_diff(_code_lines(twin / path.relative_to(program)), _code_lines(path), lineterm="", n=0)
+        changed += [f"{path.relative_to(program)}: {line}" for line in diff
+                    if line[:1] in "+-" and not line.startswith(("+++", "---"))]
+    assert changed, f"{program.name} computes exactly what {twin.name} computes"
+    assert len(changed) <= MAX_CHANGED_LINES, "more than one change from the ok twin:\n" + "\n".join(changed)
 
 
 @pytest.mark.parametrize("program", PROGRAMS, ids=[p.name for p in PROGRAMS])

@@ -859,3 +859,57 @@ def test_stubbed_torch_names_exist_in_torch() -> None:
     # stub-only helper classes of the torch stub
     allowed = {"torch.Number", "torch.distributed.group.WORLD", "torch.distributed.nn.functional.Number"}
     assert [m for m in missing if m not in allowed] == []
+
+
+OVERLOADED_STUB = '''
+from typing import Literal, overload
+
+from torch import Tensor
+
+from spmdcheck.annotations import linear, maps_to
+
+
+@overload
+@maps_to("all_reduce", axis="tp", src="P", dst="I", tensor="x")
+def finish(x: Tensor, reduce: Literal[True] = True) -> Tensor: ...
+@overload
+@linear
+def finish(x: Tensor, reduce: Literal[False]) -> Tensor: ...
+'''
+
+OVERLOAD_USER = '''
+import torch.nn.functional as F
+import spmd_types as spmd
+from spmd_types import P
+from mylib import finish
+
+
+def reduced(y):
+    spmd.assert_type(y, {"tp": P})
+    return F.gelu(finish(y))
+
+
+def kept(y):
+    spmd.assert_type(y, {"tp": P})
+    return F.gelu(finish(y, reduce=False))
+
+
+def unknown(y, flag):
+    spmd.assert_type(y, {"tp": P})
+    return F.gelu(finish(y, reduce=flag))
+'''
+
+
+def test_overloads_with_literal_keywords_choose_the_rule(tmp_path) -> None:
+    """`@overload` stubs whose parameters are `Literal[...]`: a call takes the first overload its constants
+    (or the defaults) satisfy; a keyword the checker cannot read matches none and the call is unknown."""
+    from spmdcheck.api import Settings, check_source, load_registry
+
+    (tmp_path / "mylib.pyi").write_text(OVERLOADED_STUB)
+    registry = load_registry((str(tmp_path),))
+    assert not [e for e in registry.errors if "mylib" in e], registry.errors
+    rule = registry.lookup("mylib.finish")
+    assert rule is not None and len(rule.overloads) == 2
+    diags = check_source(OVERLOAD_USER, "user.py", Settings(mesh=("tp",)), registry)
+    # reduced: all_reduce then gelu is fine; kept: gelu of the partial sum; unknown: silent
+    assert [(d.line, d.code) for d in diags] == [(15, "SPMD101")], [(d.line, d.code, d.message) for d in diags]

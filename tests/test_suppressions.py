@@ -174,3 +174,12 @@ def test_reason_text_and_lookalike_words(registry):
     assert check_source(src, "x.py", settings, registry) == []
     src = BUGGY.replace("z = F.gelu(y)", "z = F.gelu(y)  # spmdcheck: ignored elsewhere")
     assert [d.code for d in check_source(src, "x.py", settings, registry)] == ["SPMD101"]
+
+
+def test_add_noqa_leaves_reveal_notes_alone(project):
+    src = BUGGY + "from spmdcheck.annotations import reveal_spmd_type\nreveal_spmd_type(y)\n"
+    (project / "a.py").write_text(src)
+    before, _ = findings(project)
+    assert (9, "SPMD901") in before and (7, "SPMD101") in before
+    assert run(["check", "--add-noqa", "a.py"], project).returncode == 0
+    assert (project / "a.py").read_text() == src.replace("z = F.gelu(y)", "z = F.gelu(y)  # noqa: SPMD101")

@@ -11,7 +11,7 @@ import libcst as cst
 from spmdcheck.analysis import ops, spmd_api, transfer
 from spmdcheck.analysis.binding import Arg, bind
 from spmdcheck.analysis.findings import Finding
-from spmdcheck.analysis.typeexpr import TypeExprError, type_dict
+from spmdcheck.analysis.typeexpr import TypeExprError, group_parameter, is_opaque_axis, type_dict
 from spmdcheck.analysis.values import (
     NUMBER,
     UNKNOWN,
@@ -26,6 +26,7 @@ from spmdcheck.analysis.values import (
     InstanceValue,
     LazyImport,
     Literal,
+    LocalMapValue,
     MeshValue,
     MethodValue,
     ModuleRef,
@@ -57,6 +58,8 @@ def _default_tensor_rule(qualname: str, method: bool) -> OpRule:
 
 
 def dispatch(interp: Interpreter, func: Value, args: list[Arg], node: cst.Call) -> Value:
+    if isinstance(func, LocalMapValue):
+        return spmd_api.call_local_map(interp, func, args, node)
     if isinstance(func, LazyImport):
         if not any(carries_types(v) for _, v, _ in args):
             return UNKNOWN  # a library function given nothing typed can produce no finding and no type
@@ -225,7 +228,25 @@ def _merge_branch_findings(interp: Interpreter, captured: list[list[Finding]], p
 
 def _apply_rule(interp: Interpreter, rule: OpRule, args: list[Arg], node: cst.CSTNode) -> Value:
     """One call typed by its rule: the transfer function of the rule's kind (analysis/transfer.py)."""
+    if rule.overloads:
+        chosen = _overload_for(rule.overloads, args)
+        if chosen is None:
+            return UNKNOWN  # no overload is known to apply (a keyword the checker cannot read): silent
+        rule = chosen
     return transfer.TRANSFER[rule.kind](interp, rule, bind(rule, args), args, node)
+
+
+def _overload_for(overloads: tuple[OpRule, ...], args: list[Arg]) -> OpRule | None:
+    """The first @overload whose `Literal[...]` parameters the call's constants (or defaults) satisfy."""
+    for candidate in overloads:
+        bound = bind(candidate, args)
+        if all(_literal_in(bound.literal(candidate, name), allowed) for name, allowed in candidate.literal_params):
+            return candidate
+    return None
+
+
+def _literal_in(value: object, allowed: tuple[object, ...]) -> bool:
+    return any(value is a or (type(value) is type(a) and value == a) for a in allowed)
 
 
 def python_arith(left: Value, right: Value, dunder: str) -> Value:
@@ -468,7 +489,7 @@ def _check_axes(interp: Interpreter, axes: dict[str, AxisType], node: cst.CSTNod
     known = interp.ctx.known_axes
     out = {}
     for axis, t in axes.items():
-        if known and axis not in known:
+        if known and axis not in known and not is_opaque_axis(axis):
             interp.report(
                 Finding(
                     "SPMD003", node, f"unknown mesh axis {axis!r}; the mesh in scope has {', '.join(sorted(known))}"
@@ -532,6 +553,8 @@ def parameter_values(
                 value = interp.eval(p.default)
             else:
                 value = TensorValue(SpmdType(declared), GradState.UNKNOWN, None) if declared else UNKNOWN
+                if args is None and p.annotation is not None:
+                    value = group_parameter(name, interp.ctx.code_of(p.annotation.annotation)) or value
         else:
             value = given[0]
             if declared:

@@ -9,7 +9,7 @@ import libcst as cst
 from spmdcheck.analysis.binding import NOT_LITERAL, Bound
 from spmdcheck.analysis.findings import Finding, Suggestion
 from spmdcheck.analysis.ops import megatron_spelling, render_fix_call, short_name, type_spelling
-from spmdcheck.analysis.typeexpr import axis_name
+from spmdcheck.analysis.typeexpr import axis_name, is_opaque_axis
 from spmdcheck.analysis.values import (
     UNKNOWN,
     Literal,
@@ -45,7 +45,7 @@ def resolve_axis(interp: Analysis, value: Value | None, node: cst.CSTNode | None
     if name is None:
         return None
     known = interp.ctx.known_axes
-    if known and name not in known:
+    if known and name not in known and not is_opaque_axis(name):
         where = node if node is not None else value
         interp.report(
             Finding("SPMD003", where, f"unknown mesh axis {name!r}; the mesh in scope has {', '.join(sorted(known))}")
@@ -219,6 +219,8 @@ def transition(
         x.type.with_axis(axis, AxisType(out.kind, shard=_norm_shard(out.shard, rank))),
         x.grad,
         rank,
+        # an input whose type is unknown stays unknown on the other axes: nothing to report from them
+        opaque=x.opaque,
         min_rank=x.min_rank if rank is None else 0,
     )
     if api in REDUCING and out.kind in (Kind.R, Kind.I):

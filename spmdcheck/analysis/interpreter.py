@@ -13,7 +13,7 @@ from typing import Protocol
 
 import libcst as cst
 
-from spmdcheck.analysis import calls
+from spmdcheck.analysis import calls, spmd_api
 from spmdcheck.analysis.context import FileContext
 from spmdcheck.analysis.findings import Finding
 from spmdcheck.analysis.values import (
@@ -35,11 +35,13 @@ from spmdcheck.analysis.values import (
     MethodValue,
     ModuleRef,
     ModuleValue,
+    PyNumber,
     RankValue,
     Seq,
     SuperValue,
     TensorValue,
     TypeValue,
+    Unknown,
     Value,
     alternatives_of,
     join,
@@ -142,6 +144,20 @@ class Importer(Protocol):
         """A module's top-level names, running it first if needed (None: not loadable)."""
 
 
+# What running another module's top level replaces, and restores after.
+_RUN_STATE = (
+    "ctx",
+    "scope",
+    "frame",
+    "mesh",
+    "grad_enabled",
+    "checking",
+    "inline_stack",
+    "call_sites",
+    "divergent",
+)
+
+
 class Interpreter:
     def __init__(self, ctx: FileContext, importer: Importer | None = None) -> None:
         self.ctx = ctx
@@ -162,6 +178,8 @@ class Interpreter:
         self.divergent: list[tuple[RankValue, cst.CSTNode]] = []
         self.last_test: Value = UNKNOWN  # the condition of the `if` that just ran
         self.rank_branches = 0  # arms of rank-dependent `if`s being run (their collectives are compared)
+        # the rank-dependent `if` that just ran and the tensors its arms computed differently (SPMD502)
+        self.rank_specific: tuple[cst.CSTNode, list[str]] | None = None
         self.summaries: dict[tuple, Summary] = {}
         self._models: dict[str, Scope | None] = {}  # stub path -> its @model definitions
         self._instances: dict[int, InstanceValue] = {}  # class id -> the instance its methods are checked on
@@ -185,17 +203,7 @@ class Interpreter:
 
         A module's top level runs once, whoever imports it first: not inside that importer's calls.
         """
-        saved = (
-            self.ctx,
-            self.scope,
-            self.frame,
-            self.mesh,
-            self.grad_enabled,
-            self.checking,
-            self.inline_stack,
-            self.call_sites,
-            self.divergent,
-        )
+        saved = {name: getattr(self, name) for name in _RUN_STATE}
         self.ctx, self.scope = scope.ctx, scope
         self.frame = Frame(scope.globals, scope.globals)
         self.mesh, self.grad_enabled, self.checking = scope.ctx.options.mesh, True, True
@@ -203,17 +211,8 @@ class Interpreter:
         try:
             self.exec_block(module.body)
         finally:
-            (
-                self.ctx,
-                self.scope,
-                self.frame,
-                self.mesh,
-                self.grad_enabled,
-                self.checking,
-                self.inline_stack,
-                self.call_sites,
-                self.divergent,
-            ) = saved
+            for name, value in saved.items():
+                setattr(self, name, value)
 
     def model_of(self, rule: OpRule) -> Value:
         """A @model class or function of a stub: its stub module runs once (as a library), then its value."""
@@ -296,10 +295,14 @@ class Interpreter:
     def exec_block(self, body: Sequence[cst.CSTNode]) -> None:
         depth = len(self.divergent)
         try:
-            for stmt in body:
+            for i, stmt in enumerate(body):
                 if self.frame.exited or self.frame.jumped:
                     break  # the rest of the block is not reached on this path
+                self.rank_specific = None
                 self.exec_stmt(stmt)
+                if self.rank_specific is not None and self.rank_specific[0] is stmt and self.rank_specific[1]:
+                    # a rank-dependent `if` or loop whose tensors differ across ranks and are used after it
+                    self._report_rank_specific(stmt, self.rank_specific[1], body[i + 1 :])
                 if isinstance(stmt, cst.If) and isinstance(self.last_test, RankValue):
                     exits = (_always_exits(stmt.body), stmt.orelse is not None and _always_exits(stmt.orelse))
                     if exits[0] != exits[1]:
@@ -567,11 +570,57 @@ class Interpreter:
             # only the arm that falls through reaches the code after the `if`
             self.frame.env = after_else if if_ended else after_if
             return
+        if isinstance(test, RankValue):
+            self.rank_specific = (node, self._rank_specific_tensors(test, after_if, after_else))
         merged: dict[str, Value] = {}
         for name in set(after_if) | set(after_else):
             a, b = after_if.get(name, UNKNOWN), after_else.get(name, UNKNOWN)
-            merged[name] = join(a, b, ref)
+            if isinstance(test, RankValue) and a != b and _plain(a) and _plain(b):
+                # set differently on the two sides of a rank-dependent condition: the number now
+                # differs across ranks as the condition does (`if last_rank: n -= 1`, then `range(n)`)
+                merged[name] = test
+            else:
+                merged[name] = join(a, b, ref)
         self.frame.env = merged
+
+    def _rank_specific_tensors(self, test: RankValue, after_if: dict, after_else: dict) -> list[str]:
+        """(preview, SPMD502) Tensors computed differently on the two sides of a rank-dependent `if`.
+
+        A membership guard (`rank in ranks_of(g)`) is left alone: whether a rank belongs to a group is
+        not a computation that differs between the ranks running it."""
+        if test.invariant:
+            return []
+        names = []
+        for name in sorted(set(after_if) | set(after_else)):
+            a, b = after_if.get(name, UNKNOWN), after_else.get(name, UNKNOWN)
+            if a is not b and (_is_tensor(a) or _is_tensor(b)) and "." not in name:
+                names.append(name)
+        return names
+
+    def _report_rank_specific(
+        self, node: cst.If | cst.For | cst.While, names: list[str], rest: Sequence[cst.CSTNode]
+    ) -> None:
+        """Only a tensor used after the `if` continues into the computation: logging and saving inside the
+        branch (the rank-0 patterns compiled programs keep) end there."""
+        used = _names_used(rest)
+        live = [n for n in names if n in used]
+        if not live:
+            return
+        site = self.ctx.site(node)
+        what = "loop count" if isinstance(node, (cst.For, cst.While)) else "condition"
+        self.report(
+            Finding(
+                "SPMD502",
+                node.iter if isinstance(node, cst.For) else node.test,
+                f"`{live[0]}` is computed differently depending on the rank-dependent {what} at "
+                f"{{site:{site}}} and used after it: a program compiled once and run on every rank would "
+                + (
+                    "run the loop the same number of times on every rank"
+                    if what == "loop count"
+                    else "give some ranks the other branch's computation"
+                ),
+            )
+        )
 
     def _check_rank_branch(self, node: cst.If, test: RankValue, in_if: list, in_else: list) -> None:
         """Collectives must be called by every rank of their group: a rank-dependent branch may not differ.
@@ -613,10 +662,16 @@ class Interpreter:
         depth = len(self.divergent)
         if isinstance(bound, RankValue):
             self.divergent.append((bound, node))  # a rank-dependent trip count
+        entry = dict(self.frame.env)
         try:
             self._exec_loop(node, item)
         finally:
             del self.divergent[depth:]
+        if isinstance(bound, RankValue) and not bound.invariant:
+            # (preview, SPMD502) tensors the loop body writes went through it a rank-dependent number of times
+            written = _names_written(_body(node))
+            names = [n for n in sorted(written) if _is_tensor(self.frame.env.get(n, entry.get(n, UNKNOWN)))]
+            self.rank_specific = (node, names)
 
     def _exec_loop(self, node: cst.For | cst.While, item: Value) -> None:
         ref = self.ctx.site(node)
@@ -849,9 +904,12 @@ class Interpreter:
         if isinstance(base, ClassValue):
             found = base.lookup(attr)
             if found is None and attr == "apply":
-                # a torch.autograd.Function subclass: `Fn.apply(x)` runs its forward, `ctx` unknown.
-                # spmd_types' typecheck_forward, when the class has one, is the typed signature.
-                forward = base.lookup("typecheck_forward") or base.lookup("forward")
+                # spmd_types' typecheck_forward, when the class has one, is the typed signature of `apply`
+                # (not re-entered from its own body); otherwise `Fn.apply(x)` runs forward, `ctx` unknown.
+                hook = spmd_api.autograd_apply(base, [self.frame.function, *self.inline_stack])
+                if hook is not UNKNOWN or base.lookup("typecheck_forward") is not None:
+                    return hook
+                forward = base.lookup("forward")
                 if isinstance(forward, FunctionValue):
                     return MethodValue(forward, UNKNOWN)
             return found if found is not None else UNKNOWN
@@ -869,6 +927,13 @@ class Interpreter:
                     args.append(("*", value, arg.value))
                 continue
             if arg.star == "**":
+                # `f(**{"x": x})`: a dict with constant string keys is keyword arguments
+                if isinstance(value, DictValue):
+                    args.extend(
+                        (key.value, item, key_node)
+                        for key, item, key_node in value.items
+                        if isinstance(key, Literal) and isinstance(key.value, str)
+                    )
                 continue
             args.append((arg.keyword.value if arg.keyword is not None else None, value, arg.value))
         return calls.dispatch(self, func, args, node)
@@ -1151,6 +1216,51 @@ def _fold_comparison(op: cst.BaseCompOp, a: object, b: object) -> Value:
         return Literal(bool(fold(a, b)))
     except TypeError:
         return UNKNOWN
+
+
+def _names_written(statements: Sequence[cst.CSTNode]) -> set[str]:
+    """Names a block assigns, augments or changes in place (`x.mul_(...)`)."""
+    names: set[str] = set()
+
+    class _Collect(cst.CSTVisitor):
+        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+            if isinstance(node.target, cst.Name):
+                names.add(node.target.value)
+
+        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+            if isinstance(node.target, cst.Name):
+                names.add(node.target.value)
+
+        def visit_Call(self, node: cst.Call) -> None:
+            func = node.func
+            if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
+                if func.attr.value.endswith("_") and not func.attr.value.startswith("_"):
+                    names.add(func.value.value)
+
+    for stmt in statements:
+        stmt.visit(_Collect())
+    return names
+
+
+def _names_used(statements: Sequence[cst.CSTNode]) -> set[str]:
+    names: set[str] = set()
+
+    class _Collect(cst.CSTVisitor):
+        def visit_Name(self, node: cst.Name) -> None:
+            names.add(node.value)
+
+    for stmt in statements:
+        stmt.visit(_Collect())
+    return names
+
+
+def _is_tensor(value: Value) -> bool:
+    return isinstance(value, (TensorValue, Alternatives))
+
+
+def _plain(value: Value) -> bool:
+    """A Python value (a number, a flag), not a tensor, object or container the analysis tracks."""
+    return isinstance(value, (Literal, Unknown, PyNumber, RankValue))
 
 
 def _always_exits(block: cst.CSTNode) -> bool:

@@ -422,7 +422,9 @@ def _report_missing(interp: Analysis, slot: Slot, axis: str, node: cst.CSTNode, 
 
 def render_fix_call(interp: Analysis, api: str, operand: str, axis: str, src: str, dst: str) -> str:
     alias = interp.ctx.spmd_alias
-    return f"{alias}.{api}({operand}, {axis!r}, src={type_spelling(interp, src)}, dst={type_spelling(interp, dst)})"
+    # an opaque group axis `<group>` is spelled by the parameter that holds the group
+    spelled = axis[1:-1] if axis.startswith("<") and axis.endswith(">") else repr(axis)
+    return f"{alias}.{api}({operand}, {spelled}, src={type_spelling(interp, src)}, dst={type_spelling(interp, dst)})"
 
 
 def type_spelling(interp: Analysis, letter: str) -> str:

@@ -11,10 +11,19 @@ from spmdcheck.analysis.binding import Bound
 from spmdcheck.analysis.findings import Finding, Suggestion
 from spmdcheck.analysis.ops import render_fix_call
 from spmdcheck.analysis.reveal import reveal
-from spmdcheck.analysis.typeexpr import TypeDict, TypeExprError, axis_name, merge_type_dicts, type_dict
+from spmdcheck.analysis.typeexpr import (
+    TypeDict,
+    TypeExprError,
+    axis_name,
+    is_opaque_axis,
+    merge_type_dicts,
+    type_dict,
+)
 from spmdcheck.analysis.values import (
     UNKNOWN,
+    DictValue,
     Literal,
+    LocalMapValue,
     MeshValue,
     ScalarValue,
     Seq,
@@ -35,7 +44,7 @@ def asserted_axes(interp: Analysis, td: TypeDict, node: cst.CSTNode) -> dict[str
     axes = dict(td.axes)
     known = interp.ctx.known_axes
     for axis in list(axes):
-        if known and axis not in known:
+        if known and axis not in known and not is_opaque_axis(axis):
             interp.report(
                 Finding(
                     "SPMD003", node, f"unknown mesh axis {axis!r}; the mesh in scope has {', '.join(sorted(known))}"
@@ -199,7 +208,7 @@ def assert_type(interp: Analysis, rule: OpRule, bound: Bound, node: cst.Call, ar
     if not args:
         return UNKNOWN
     _, target, target_node = args[0]
-    axes = _types_from(interp, [(v, n) for k, v, n in args[1:] if k is None], node)
+    axes = _types_from(interp, [(v, n) for k, v, n in args[1:] if k in (None, "partition_spec")], node)
     if axes is None:
         return target
     return _apply_to(interp, target, target_node, lambda t: refine(interp, t, axes, node, "SPMD401", "assert_type"))
@@ -378,9 +387,79 @@ def backward(interp: Analysis, rule: OpRule, bound: Bound, node: cst.Call, args:
     return Literal(None)
 
 
+def partition_spec(interp: Analysis, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
+    """`PartitionSpec(a0, a1, ...)`: the axis (or axes) at position i shard dim i, read as {axis: S(i)}."""
+    items: list[tuple[Value, Value, cst.CSTNode]] = []
+    for dim, (keyword, value, arg_node) in enumerate(args):
+        if keyword is not None:
+            return UNKNOWN  # `*dims` unpacked or an unexpected keyword: the positions are unknown
+        names = value.items if isinstance(value, Seq) else (value,)
+        for name in names:
+            if isinstance(name, Literal) and name.value is None:
+                continue
+            items.append((name, TypeValue(S(dim)), arg_node))
+    return DictValue(tuple(items))
+
+
+def local_map(interp: Analysis, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
+    """`spmd.local_map(in_types=..., out_types=...)` (the decorator form is read with the function)."""
+    out_types = bound.get("out_types")
+    if out_types is None:
+        return UNKNOWN
+    return LocalMapValue(bound.get("in_types") or UNKNOWN, out_types)
+
+
+def call_local_map(interp: Analysis, boundary: LocalMapValue, args: list, node: cst.Call) -> Value:
+    """`local_map(...)(fn)` wraps fn; calling the wrapper checks the arguments against in_types
+    (assert_type semantics, SPMD403) and gives the results the out_types."""
+    if not boundary.applied:
+        return LocalMapValue(boundary.in_types, boundary.out_types, applied=True)
+    leaves = boundary.in_types.items if isinstance(boundary.in_types, Seq) else ()
+    positional = [(v, n) for k, v, n in args if k is None]
+    for i, (value, value_node) in enumerate(positional):
+        if i >= len(leaves) or not isinstance(value, TensorValue):
+            continue
+        try:
+            declared = type_dict(leaves[i], known_name(interp))
+        except TypeExprError:
+            continue
+        if not declared.partial:
+            refine(interp, value, declared.axes, value_node, "SPMD403", f"local_map argument {i}")
+    out = boundary.out_types
+    if isinstance(out, Seq):
+        return Seq(tuple(_boundary_output(interp, leaf) for leaf in out.items), out.is_list)
+    return _boundary_output(interp, out)
+
+
+def _boundary_output(interp: Analysis, leaf: Value) -> Value:
+    try:
+        declared = type_dict(leaf, known_name(interp))
+    except TypeExprError:
+        return UNKNOWN
+    if declared.partial or declared.bare is not None:
+        return TensorValue(SpmdType(declared.axes), GradState.UNKNOWN, None, opaque=not declared.axes)
+    return TensorValue(SpmdType(declared.axes), GradState.UNKNOWN, None)
+
+
 def current_mesh(interp: Analysis, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
     """`current_mesh()`: the mesh in scope, when the checker knows it."""
     return MeshValue(interp.mesh) if interp.mesh else UNKNOWN
+
+
+def autograd_apply(cls: Value, enclosing: list) -> Value:
+    """`Cls.apply` of an autograd Function with a `typecheck_forward` (spmd_types' legacy registration):
+
+    that static method is the typed signature of `apply`: a call of `apply` is checked and typed by running
+    it with the call's arguments. (Inside typecheck_forward, its own `Cls.apply(...)` is not re-entered.)
+    """
+    from spmdcheck.analysis.values import ClassValue, FunctionValue
+
+    if isinstance(cls, ClassValue):
+        hook = cls.lookup("typecheck_forward")
+        inside = isinstance(hook, FunctionValue) and any(fn is hook.node for fn in enclosing)
+        if isinstance(hook, FunctionValue) and not inside:
+            return hook
+    return UNKNOWN
 
 
 def ignore(interp: Analysis, rule: OpRule, bound: Bound, node: cst.Call, args: list) -> Value:
@@ -398,6 +477,7 @@ HANDLERS: dict[str, Handler] = {
     "backward": backward,
     "ignore": ignore,
     "current_mesh": current_mesh,
-    "local_map": ignore,
     "reveal": reveal,
+    "partition_spec": partition_spec,
+    "local_map": local_map,
 }

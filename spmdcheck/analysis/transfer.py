@@ -10,6 +10,7 @@ comms.py, spmd_api.py); the small kinds are here.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import libcst as cst
 
@@ -126,9 +127,10 @@ def _factory(a: Analysis, rule: OpRule, bound: Bound, args: list[Arg], node: cst
             | {ax: AxisType(Kind.R) for ax, t in source.type.items() if t.kind is Kind.P}
         )
         return TensorValue(plain if rule.linearity is Linearity.NONLINEAR else source.type, grad, source.rank)
+    # a factory's result is a fresh leaf of the autograd graph: a raw collective writing into it cuts no history
     if kind == "random":
-        return TensorValue(SpmdType(), grad, rank)
-    return a.factory_tensor(rank, grad, typed=True)
+        return TensorValue(SpmdType(), grad, rank, leaf=True)
+    return replace(a.factory_tensor(rank, grad, typed=True), leaf=True)
 
 
 def _collective(a: Analysis, rule: OpRule, bound: Bound, args: list[Arg], node: cst.CSTNode) -> Value:

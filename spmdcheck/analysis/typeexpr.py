@@ -16,7 +16,7 @@ from spmdcheck.analysis.values import (
     TypeValue,
     Value,
 )
-from spmdcheck.lattice import AxisType
+from spmdcheck.lattice import AxisType, Kind
 from spmdcheck.rules.typespec import TypeSpecError, parse_type_spec
 
 
@@ -99,6 +99,32 @@ def merge_type_dicts(parts: list[TypeDict]) -> TypeDict:
             bare = part.bare
         for axis, t in part.axes.items():
             if axis in axes and axes[axis] != t:
+                have = axes[axis]
+                if have.kind is t.kind is Kind.V and (have.shard is None or t.shard is None):
+                    # V in a dict and S(d) from a PartitionSpec: the spec refines V to its dim
+                    axes[axis] = t if t.shard is not None else have
+                    continue
                 raise TypeExprError(f"axis {axis!r} is given two different types")
             axes[axis] = t
     return TypeDict(axes, bare, partial)
+
+
+
+def group_parameter_axis(param: str) -> str:
+    """The axis a ProcessGroup parameter spans, when the caller is not known: opaque but consistent.
+
+    Within one function, two uses of the parameter `group` are the same axis `<group>`; it is no axis of
+    the mesh (its name is unknown), so no mesh check applies to it.
+    """
+    return f"<{param}>"
+
+
+def is_opaque_axis(axis: str) -> bool:
+    return axis.startswith("<")
+
+
+def group_parameter(name: str, annotation: str | None) -> GroupValue | None:
+    """A parameter annotated as a ProcessGroup (`group: dist.ProcessGroup`) in a function checked alone."""
+    if annotation is not None and "ProcessGroup" in annotation:
+        return GroupValue(group_parameter_axis(name))
+    return None

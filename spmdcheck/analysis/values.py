@@ -159,6 +159,15 @@ class DictValue(Value):
 
 
 @dataclass(frozen=True)
+class LocalMapValue(Value):
+    """`spmd.local_map(in_types=..., out_types=...)`, then that applied to a function: a typed boundary."""
+
+    in_types: Value
+    out_types: Value
+    applied: bool = False  # True once it wraps a function: the next call runs the boundary
+
+
+@dataclass(frozen=True)
 class ModuleRef(Value):
     """A name bound to a module or a module attribute: its qualified name."""
 

@@ -22,6 +22,7 @@ class Code:
     severity: str  # "error" | "warning" | "note"
     summary: str
     strict_only: bool = False
+    preview: bool = False  # off unless --preview, `preview = true`, or the code is selected by its exact name
 
     def page(self) -> str:
         """The markdown page documenting this code."""
@@ -165,6 +166,14 @@ _ALL = [
         "collective-in-rank-branch",
         "error",
         "A collective runs only under a rank-dependent condition: the other ranks never join it (deadlock).",
+    ),
+    Code(
+        "SPMD502",
+        "rank-specific-graph",
+        "warning",
+        "(preview) Tensor computation that continues past a rank-dependent condition differs between ranks: "
+        "a program compiled once for every rank would be wrong on some.",
+        preview=True,
     ),
     # 9xx: information the source asks for (notes, not findings)
     Code(

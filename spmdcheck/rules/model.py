@@ -115,6 +115,11 @@ class OpRule:
     rank_dependent: bool = False  # returns a value that differs across ranks (a rank index)
     container_param: str | None = None  # returns this argument, a sequence of modules (nn.ModuleList)
     sequential_param: str | None = None  # returns a chain of these modules, applied in order when called
+    # @overload: the parameters annotated `Literal[...]` and the constants this overload requires,
+    # and (on the registered rule) every overload in stub order; a call takes the first that matches
+    is_overload: bool = False
+    literal_params: tuple[tuple[str, tuple[object, ...]], ...] = ()
+    overloads: tuple[OpRule, ...] = ()
     constant_test: bool = False  # returns whether its argument is a constant the analysis knows (is_known)
     model_path: str | None = None  # a @model class/function: the stub file whose body the analysis interprets
     model_module: str | None = None  # ... and that stub's module name (for its relative imports)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import ast
 import pathlib
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import libcst as cst
 
@@ -316,9 +316,27 @@ def _apply_decorator(rule: OpRule, name: str, args: list[object], kwargs: dict[s
         raise StubError(f"unknown stub decorator @{name}")
 
 
+def _literal_params(fn: cst.FunctionDef, module: cst.Module) -> tuple[tuple[str, tuple[object, ...]], ...]:
+    """`flag: Literal[True]` in an @overload: this overload applies when `flag` is that constant."""
+    out = []
+    p = fn.params
+    for param in (*p.posonly_params, *p.params, *p.kwonly_params):
+        if param.annotation is None:
+            continue
+        text = module.code_for_node(param.annotation.annotation).replace(" ", "")
+        for head in ("Literal[", "typing.Literal[", "typing_extensions.Literal["):
+            if text.startswith(head) and text.endswith("]"):
+                value = ast.literal_eval(f"({text[len(head) : -1]},)")
+                out.append((param.name.value, tuple(value)))
+    return tuple(out)
+
+
 def _load_function(fn: cst.FunctionDef, qualname: str, module: cst.Module, is_method: bool, where: str) -> OpRule:
     rule = OpRule(qualname=qualname, source=where)
     rule.params = _params(fn, module, is_method)
+    if any(isinstance(d.decorator, cst.Name) and d.decorator.value == "overload" for d in fn.decorators):
+        rule.is_overload = True
+        rule.literal_params = _literal_params(fn, module)
     rule.returns = _returns(fn.returns, module)
     # Decorators apply bottom-up, like Python's; later ones refine earlier ones.
     for dec in reversed(fn.decorators):
@@ -379,6 +397,11 @@ def load_stub_source(source: str, module_name: str, is_package: bool, where: str
         return registry
 
     def add(rule: OpRule) -> None:
+        previous = registry.rules.get(rule.qualname)
+        if rule.is_overload and previous is not None and previous.is_overload:
+            # another @overload of the same function: the registered rule lists them all, in stub order
+            members = previous.overloads or (previous,)
+            rule = replace(members[0], overloads=(*members, rule))
         registry.rules[rule.qualname] = rule
 
     for stmt in module.body:

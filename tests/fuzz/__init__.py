@@ -3,7 +3,9 @@
 ``programs`` generates random rank-local programs in the fixture convention (a hypothesis
 strategy); ``runner`` gets spmdcheck's verdict and the ground-truth harness's execution verdict
 for each and keeps the statistics (soundness, precision, false-positive classes); ``regressions``
-writes a failing program as a fixture; ``python -m tests.fuzz`` runs it from the command line.
+writes a failing program as a fixture; ``python -m tests.fuzz`` runs it from the command line;
+``metamorphic`` rewrites programs without changing their meaning (a helper, an nn.Module, another file, a
+tuple) and compares spmdcheck's diagnostics before and after (tests/test_metamorphic.py).
 See docs/ground_truth.md, "Differential fuzzing".
 
 The harness package is imported as the top-level ``ground_truth`` (as tests/test_ground_truth.py

@@ -238,9 +238,18 @@ def make_run(lay: Layout, start: int, stop: int) -> Run:
 
 
 def _call_args(run: Run, c: Choices, names: list[str] | None = None) -> str:
+    """The arguments of a call: by position, by keyword, or unpacked from a tuple (``*(a, b)``) or a dict
+    (``**{"a": a}``)."""
     names = run.inputs if names is None else names
-    if c.pick(["positional", "keyword"]) == "keyword":
+    how = c.pick(["positional", "keyword", "unpacked tuple", "unpacked dict"])
+    if not names:
+        return ""
+    if how == "keyword":
         return ", ".join(f"{n}={n}" for n in names)
+    if how == "unpacked tuple":
+        return f"*({', '.join(names)},)"
+    if how == "unpacked dict":
+        return "**{" + ", ".join(f'"{n}": {n}' for n in names) + "}"
     return ", ".join(names)
 
 

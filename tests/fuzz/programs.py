@@ -37,6 +37,11 @@ carries a tag (``ok:<step>:<form>`` or ``mut:<kind>:<form>``) so that a diagnost
 to the step that caused it. Every annotation names every mesh axis (spmdcheck reads an axis an
 annotation leaves out as unknown, the harness as R); a last-dim shard is written S(1) or S(-1).
 
+With ``branches=True`` (``BRANCH_MUTATIONS``), also a value made in the arms of an if/else (or an assignment
+and a one-armed if) on a condition that is the same on every rank, then changed in place (``mul_``, ``*=``,
+``add_``...), sometimes followed by ``assert_type``; mutated: the arm that runs gives another type, or a number
+or a P input is added in place to the wrong type. Off, the generator draws exactly what it drew without them.
+
 Hypothesis shrinks toward the first element of every choice: short programs, the tp-only mesh,
 plain forms, no mutation.
 """
