@@ -8,11 +8,9 @@ import os
 import pathlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import libcst as cst
-
-from spmdcheck.analysis.context import BindObserver, Options
-from spmdcheck.analysis.program import SourceUnit, analyze_program
+from spmdcheck import prepass
 from spmdcheck.diagnostics.codes import CODES
 from spmdcheck.diagnostics.render import Diagnostic, ProgramPositions, make
 from spmdcheck.diagnostics.suppression import apply_suppressions
@@ -22,16 +20,20 @@ from spmdcheck.frontend.lines import physical_lines
 from spmdcheck.frontend.source import (
     ParseFailure,
     decode_source,
-    is_relevant,
     mesh_names_in,
     parse,
     parse_screened,
     read_source_bytes,
-    syntax_error,
 )
-from spmdcheck.program.graph import build_graph, module_name_for
+from spmdcheck.program.graph import ModuleFile, ModuleGraph, build_graph, module_name_for
 from spmdcheck.rules.cache import CacheError, dump_registry, load_cached_registry
 from spmdcheck.rules.stubs import Registry, load_stub_dirs
+
+if TYPE_CHECKING:  # libcst and the analysis load when a file is analysed: a cached run never needs them
+    import libcst as cst
+
+    from spmdcheck.analysis.context import BindObserver
+    from spmdcheck.rules.stubs import Registry
 
 SHIPPED_STUBS_CANDIDATES = (
     pathlib.Path(__file__).resolve().parent / "_stubs",  # installed wheel
@@ -134,6 +136,8 @@ def check_sources(
     settings: Settings | None = None,
     registry: Registry | None = None,
     exists: Callable[[str], bool] | None = None,
+    blanked: dict[str, str] | None = None,
+    graph: ModuleGraph | None = None,
     libraries: frozenset[str] = frozenset(),
     on_bind: BindObserver | None = None,
 ) -> dict[str, list[Diagnostic]]:
@@ -141,13 +145,19 @@ def check_sources(
     paths' package folders (a folder is a package when `<folder>/__init__.py` is one of the keys or
     exists on disk). Returns each path's diagnostics, sorted.
 
+    `blanked`: for some paths, the text with the function bodies the pre-pass proved inert emptied
+    (same lines elsewhere); libcst parses that instead. `graph`: the module graph of `sources` when
+    the caller has it (the pre-pass read every import already).
+
     `libraries` are paths the others import that cannot hold a finding by themselves: parsed only
     when an import of them runs, and followed only where typed values flow into them. `on_bind`
     observes every name binding (--show-types, editor hovers).
 
     Runs on a thread with a deep stack (`frontend.guard`): deep but valid syntax trees are analysed.
     """
-    return call_with_deep_stack(lambda: _check_sources(sources, settings, registry, exists, libraries, on_bind))
+    return call_with_deep_stack(
+        lambda: _check_sources(sources, settings, registry, exists, blanked, graph, libraries, on_bind)
+    )
 
 
 def _check_sources(
@@ -155,9 +165,15 @@ def _check_sources(
     settings: Settings | None,
     registry: Registry | None,
     exists: Callable[[str], bool] | None,
+    blanked: dict[str, str] | None,
+    graph: ModuleGraph | None,
     libraries: frozenset[str],
     on_bind: BindObserver | None,
 ) -> dict[str, list[Diagnostic]]:
+    from spmdcheck.analysis.context import Options
+    from spmdcheck.analysis.program import SourceUnit, analyze_program
+    from spmdcheck.frontend.source import ParseFailure
+
     settings = settings or Settings()
     registry = registry if registry is not None else load_registry(settings.stub_path)
     if exists is None:
@@ -168,9 +184,15 @@ def _check_sources(
     strict_of: dict[str, bool] = {}
     for path, text in sources.items():
         if path in libraries:
-            units.append(SourceUnit(path, None, Options(mesh=settings.mesh), module_name_for(path, exists), text=text))
+            library_text = blanked[path] if blanked and path in blanked else text
+            units.append(
+                SourceUnit(path, None, Options(mesh=settings.mesh), module_name_for(path, exists), text=library_text)
+            )
             continue
-        parsed, deep = parse_screened(text)
+        source_text = blanked[path] if blanked and path in blanked else text
+        parsed, deep = parse_screened(source_text)
+        if isinstance(parsed, ParseFailure) and source_text is not text:
+            parsed, deep = parse_screened(text)  # never report a syntax error the blanking made
         out[path] += [
             make(
                 path,
@@ -202,7 +224,10 @@ def _check_sources(
         units.append(SourceUnit(path, parsed, options, module_name_for(path, exists), frozenset(mesh_names_in(text))))
         strict_of[path] = options.strict
         lines[path] = physical_lines(text)
-    graph = build_graph(sources, exists) if len(sources) > 1 else None
+    if len(sources) <= 1:
+        graph = None
+    elif graph is None:
+        graph = build_graph(sources, exists)
 
     def parse_library(text: str) -> cst.Module | None:
         parsed = parse(text)
@@ -247,6 +272,8 @@ class LoadedFile:
     path: str
     text: str
     relevant: bool  # can hold a finding by itself (types, collectives, ranks); else only as an import
+    blanked: str | None = None  # the text with inert function bodies emptied (the pre-pass), to parse
+    imports: frozenset[str] | None = None  # module names its imports may refer to (the pre-pass)
 
 
 def load_file(path: str, settings: Settings) -> LoadedFile | FileResult:
@@ -255,25 +282,6 @@ def load_file(path: str, settings: Settings) -> LoadedFile | FileResult:
         data = read_source_bytes(path)
     except OSError as exc:
         return FileResult(path, [make(path, "SPMD005", f"cannot read file: {exc.strerror}")])
-    # a file naming an spmdcheck code (in a suppression comment) is checked, so an unused one is reported
-    relevant = is_relevant(data, bool(settings.mesh)) or b"SPMD" in data
-    if not relevant:
-        failure = syntax_error(data)
-        if failure is None:
-            text = decode_source(data)
-            return FileResult(path, skipped=True) if isinstance(text, ParseFailure) else LoadedFile(path, text, False)
-        return FileResult(
-            path,
-            [
-                make(
-                    path,
-                    "SPMD001",
-                    f"syntax error: {failure.message}; the file was not checked",
-                    failure.line,
-                    failure.column,
-                )
-            ],
-        )
     text = decode_source(data)
     if isinstance(text, ParseFailure):
         return FileResult(path, [make(path, "SPMD001", text.message, text.line, text.column)])
@@ -301,18 +309,45 @@ def _guarded(paths: list[str], run: Callable[[], dict[str, list[Diagnostic]]]) -
         return [FileResult(path, [make(path, "SPMD000", message)]) for path in paths]
 
 
-def plan_programs(paths: list[str], settings: Settings) -> tuple[list[FileResult], list[list[LoadedFile]]]:
+def plan_programs(
+    paths: list[str],
+    settings: Settings,
+    registry: Registry | None = None,
+    mapper: Callable = map,
+    scans: list[prepass.FileScan | None] | None = None,
+) -> tuple[list[FileResult], list[list[LoadedFile]]]:
     """Read the files and group them into programs: the relevant files and the checked files they import,
-    split into the connected parts of the import graph (each part is analysed as one program)."""
+    split into the connected parts of the import graph (each part is analysed as one program).
+
+    The pre-pass (`scan_files`, run through `mapper` on worker processes, unless its `scans` are
+    given) decides which files are relevant and blanks inert function bodies; with
+    SPMDCHECK_NO_PREPASS=1 every file is relevant.
+    """
     done: list[FileResult] = []
     loaded: dict[str, LoadedFile] = {}
-    for path in paths:
-        item = load_file(path, settings)
-        if isinstance(item, FileResult):
-            done.append(item)
-        else:
+    if prepass.enabled():
+        if scans is None:
+            scans = scan_files(paths, settings, registry, mapper)[0]
+        graph = _graph_of([s for s in scans if s is not None])
+        for path, scan in zip(paths, scans):
+            item = load_file(path, settings)
+            if isinstance(item, FileResult) or scan is None:
+                done.append(item if isinstance(item, FileResult) else FileResult(path, skipped=True))
+                continue
+            plan = prepass.plan(scan)
+            item.relevant = scan.relevant or scan.whole
+            item.imports = scan.imports
+            if plan.blank:
+                item.blanked = prepass.blank_bodies(item.text, plan.blank)
             loaded[path] = item
-    graph = build_graph({p: f.text for p, f in loaded.items()})
+    else:
+        for path in paths:
+            item = load_file(path, settings)
+            if isinstance(item, FileResult):
+                done.append(item)
+            else:
+                loaded[path] = item
+        graph = build_graph({p: f.text for p, f in loaded.items()})
     name_of = {m.path: m.name for m in graph.modules.values()}
     path_of = {m.name: m.path for m in graph.modules.values()}
     wanted: set[str] = set()
@@ -345,10 +380,71 @@ def plan_programs(paths: list[str], settings: Settings) -> tuple[list[FileResult
 def check_program(files: list[LoadedFile], settings: Settings, registry: Registry | None = None) -> list[FileResult]:
     """Analyse files as one program (see `plan_programs`)."""
     paths = [f.path for f in files]
+    blanked = {f.path: f.blanked for f in files if f.blanked is not None}
+    graph = _program_graph(files) if all(f.imports is not None for f in files) else None
     libraries = frozenset(f.path for f in files if not f.relevant)
     return _guarded(
-        paths, lambda: check_sources({f.path: f.text for f in files}, settings, registry, libraries=libraries)
+        paths,
+        lambda: check_sources(
+            {f.path: f.text for f in files}, settings, registry, blanked=blanked, graph=graph, libraries=libraries
+        ),
     )
+
+
+def _program_graph(files: list[LoadedFile]) -> ModuleGraph:
+    """What `build_graph` makes of the program's texts, from the imports the pre-pass found."""
+    graph = ModuleGraph()
+    modules = [module_name_for(f.path, os.path.exists) for f in files]
+    for module in modules:
+        graph.modules.setdefault(module.name, module)
+    for module, f in zip(modules, files):
+        if graph.modules.get(module.name) is module:
+            graph.edges[module.name] = {n for n in f.imports or () if n in graph.modules and n != module.name}
+    return graph
+
+
+def scan_files(
+    paths: list[str],
+    settings: Settings,
+    registry: Registry | None,
+    mapper: Callable = map,
+    known: dict[str, prepass.FileScan] | None = None,
+) -> tuple[list[prepass.FileScan | None], dict[str, list]]:
+    """The pre-pass over `paths` (None for a file that cannot be read), tainted to its fixed point;
+    and the new scans as plain data, before the taint, for the cache. `known` (untainted scans from
+    the cache) are reused."""
+    known = known or {}
+    todo = [p for p in paths if p not in known]
+    fresh: dict[str, prepass.FileScan | None] = {}
+    if todo:
+        registry = registry if registry is not None else load_registry(settings.stub_path)
+        seeds = prepass.seed_words(registry, bool(settings.mesh))
+        fresh = dict(zip(todo, mapper(_scan_path, [(p, seeds) for p in todo])))
+    scans = [fresh[p] if p in fresh else known[p] for p in paths]
+    untainted = {p: prepass.scan_to_plain(s) for p, s in fresh.items() if s is not None}
+    prepass.spread([s for s in scans if s is not None])
+    return scans, untainted
+
+
+def _scan_path(item: tuple[str, frozenset[str]]) -> prepass.FileScan | None:
+    path, seeds = item
+    try:
+        data = pathlib.Path(path).read_bytes()
+    except OSError:
+        return None  # load_file reports it
+    return prepass.scan(path, data, seeds)
+
+
+def _graph_of(scans: list[prepass.FileScan]) -> ModuleGraph:
+    """The module graph from the pre-pass's imports (what `build_graph` computes, without parsing again)."""
+    graph = ModuleGraph()
+    files = [ModuleFile(s.module, s.path, os.path.basename(s.path) == "__init__.py") for s in scans]
+    for module in files:
+        graph.modules.setdefault(module.name, module)
+    for module, scan in zip(files, scans):
+        if graph.modules.get(module.name) is module:
+            graph.edges[module.name] = {n for n in scan.imports if n in graph.modules and n != module.name}
+    return graph
 
 
 def check_files(paths: list[str], settings: Settings, registry: Registry | None = None) -> list[FileResult]:
@@ -358,3 +454,154 @@ def check_files(paths: list[str], settings: Settings, registry: Registry | None 
         done += check_program(files, settings, registry)
     order = {p: i for i, p in enumerate(paths)}
     return sorted(done, key=lambda r: order.get(r.path, len(order)))
+
+
+def run_check(
+    files: list[str], settings: Settings, registry: Registry | None, jobs: int, result_cache: object = None
+) -> list[FileResult]:
+    """The command line's run: the pre-pass, then each program (a connected part of the import graph)
+    on a pool of `jobs` processes; with a `cache.ResultCache`, unchanged programs are not analysed
+    again and an unchanged tree is answered from the cache alone."""
+    from spmdcheck import cache as caching
+
+    store: caching.ResultCache | None = result_cache  # type: ignore[assignment]
+    hashes: dict[str, str] = {}
+    if store is not None:
+        for f in files:
+            try:
+                hashes[f] = caching.content_hash(pathlib.Path(f).read_bytes())
+            except OSError:
+                pass
+        tree = caching.tree_key(hashes) + ("" if prepass.enabled() else "-whole")
+        if tree == store.tree and len(hashes) == len(files) and all(f in store.results for f in files):
+            return [
+                FileResult(f, caching.from_plain(f, store.results[f][1]), skipped=store.results[f][0]) for f in files
+            ]
+    jobs = max(1, min(jobs or (os.cpu_count() or 1), len(files)))
+    with _LazyPool(jobs if len(files) >= 8 else 1, settings, registry) as pool:
+        scans = None
+        if prepass.enabled():
+            known = {}
+            if store is not None:
+                for f, h in hashes.items():
+                    plain = store.scan(f, h)
+                    scan = prepass.scan_from_plain(f, plain) if plain is not None else None
+                    if scan is not None:
+                        known[f] = scan
+            scans, fresh = scan_files(files, settings, registry, pool.map, known)
+            if store is not None:
+                for f, plain in fresh.items():
+                    if f in hashes:
+                        store.store_scan(f, hashes[f], plain)
+        done, programs = plan_programs(files, settings, registry, pool.map, scans)
+        todo: list[list[LoadedFile]] = []
+        keys: dict[int, str] = {}
+        programs_seen: dict[str, dict] = {}
+        for program in programs:
+            key = None
+            if store is not None and all(f.path in hashes for f in program):
+                key = caching.program_key(
+                    (f.path, hashes[f.path], f.relevant, f.blanked and caching.content_hash(f.blanked.encode()))
+                    for f in program
+                )
+                cached = store.programs.get(key)
+                if cached is not None and all(f.path in cached for f in program):
+                    done += [FileResult(f.path, caching.from_plain(f.path, cached[f.path])) for f in program]
+                    programs_seen[key] = cached
+                    continue
+                keys[id(program)] = key
+            todo.append(program)
+        # Big programs first, so one large program does not end the run alone on one core.
+        todo.sort(key=lambda p: -sum(len(f.blanked or f.text) for f in p))
+        for program, results in pool.run_programs(todo):
+            done += results
+            key = keys.get(id(program))
+            if key is not None and not any(d.code == "SPMD000" for r in results for d in r.diagnostics):
+                programs_seen[key] = {r.path: caching.to_plain(r.diagnostics) for r in results}
+    order = {p: i for i, p in enumerate(files)}
+    done.sort(key=lambda r: order.get(r.path, len(order)))
+    if store is not None:
+        complete = len(hashes) == len(files) and not any(d.code == "SPMD000" for r in done for d in r.diagnostics)
+        store.finish(
+            tree if complete else "",
+            {r.path: (r.skipped, caching.to_plain(r.diagnostics)) for r in done} if complete else {},
+            programs_seen,
+        )
+    return done
+
+
+_WORKER_STATE: tuple[Settings, Registry | None] | None = None
+
+
+def _check_program_in_worker(program: list[LoadedFile]) -> tuple[list[LoadedFile], list[FileResult]]:
+    settings, registry = _WORKER_STATE  # type: ignore[misc]
+    return program, check_program(program, settings, registry)
+
+
+def _program_failed(program: list[LoadedFile], why: str) -> tuple[list[LoadedFile], list[FileResult]]:
+    """A program whose worker crashed or overran: SPMD000 on each of its files, and the run goes on."""
+    return program, [FileResult(f.path, [make(f.path, "SPMD000", f"{why}; the file was not checked")]) for f in program]
+
+
+def _program_budget(program: list[LoadedFile]) -> float:
+    """Seconds a worker may spend on one program before it is stopped (generous: a guard against hangs)."""
+    return 120.0 + 5.0 * len(program)
+
+
+class _LazyPool:
+    """Forked workers started on first need (an all-cached run never starts them), with the registry
+    loaded once in the parent before the fork."""
+
+    def __init__(self, jobs: int, settings: Settings, registry: Registry | None) -> None:
+        self.jobs, self.settings, self._registry = jobs, settings, registry
+        self.pool = None
+
+    def __enter__(self) -> _LazyPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.pool is not None:
+            self.pool.terminate()
+            self.pool.join()
+
+    @property
+    def registry(self) -> Registry:
+        if self._registry is None:
+            self._registry = load_registry(self.settings.stub_path)
+        return self._registry
+
+    def _start(self) -> bool:
+        global _WORKER_STATE
+        if self.jobs <= 1:
+            return False
+        if self.pool is None:
+            import multiprocessing as mp
+
+            _WORKER_STATE = (self.settings, self.registry)
+            try:
+                self.pool = mp.get_context("fork").Pool(self.jobs)
+            except (ValueError, OSError):
+                self.jobs = 1
+                return False
+        return True
+
+    def map(self, fn: Callable, items: list) -> list:
+        items = list(items)
+        if len(items) < 8 or not self._start():
+            return [fn(i) for i in items]
+        return self.pool.map(fn, items, 4)  # type: ignore[union-attr]
+
+    def run_programs(self, programs: list[list[LoadedFile]]):  # noqa: ANN201
+        if not programs:
+            return
+        if len(programs) < 2 or self.jobs <= 1:
+            for program in programs:
+                yield program, check_program(program, self.settings, self.registry)
+            return
+        from spmdcheck.workers import run_isolated
+
+        global _WORKER_STATE
+        _WORKER_STATE = (self.settings, self.registry)
+        # Big programs first; a worker that crashes or hangs costs its program (SPMD000), never the run.
+        programs = sorted(programs, key=lambda p: -sum(len(f.text) for f in p))
+        yield from run_isolated(programs, _check_program_in_worker, _program_failed, self.jobs, _program_budget)

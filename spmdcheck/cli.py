@@ -36,6 +36,8 @@ def _parser() -> argparse.ArgumentParser:
     server.add_argument("--stdio", action="store_true", help="talk over stdin/stdout (the default and only transport)")
     explain = sub.add_parser("explain", help="print the documentation of a diagnostic code")
     explain.add_argument("code")
+    clean = sub.add_parser("clean", help="remove the result cache (.spmdcheck_cache/) of the project")
+    clean.add_argument("paths", nargs="*", default=None)
     rules = sub.add_parser("rules", help="list every diagnostic code")
     rules.add_argument("--output-format", choices=("text", "json"), default="text")
     return ap
@@ -51,6 +53,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _explain(args.code)
     if args.command == "rules":
         return _rules(args.output_format)
+    if args.command == "clean":
+        return _clean(args.paths or ["."])
     if args.command == "rule":
         return _rule(args)
     if args.command == "server":
@@ -96,6 +100,31 @@ def _rules(fmt: str) -> int:
         flag = " (strict)" if c.strict_only else ""
         print(f"{c.code}  {c.name:<34} {c.severity:<8} {c.summary}{flag}")
     return EXIT_CLEAN
+
+
+def _clean(paths: list[str]) -> int:
+    from spmdcheck.cache import remove
+    from spmdcheck.config import ConfigResolver
+
+    first = pathlib.Path(paths[0])
+    root = ConfigResolver(None, False, {}).for_path(first if first.exists() else pathlib.Path.cwd()).root
+    for removed in remove(pathlib.Path(root)):
+        print(f"spmdcheck: removed {removed}", file=sys.stderr)
+    return EXIT_CLEAN
+
+
+def _open_cache(args: argparse.Namespace, root: pathlib.Path, settings):  # noqa: ANN001, ANN202
+    """The result store for `settings` in the project `root`; None with --no-cache, a diff, fixes or stdin."""
+    if args.no_cache or os.environ.get("SPMDCHECK_NO_CACHE") or args.fix or args.add_noqa or args.diff:
+        return None
+    from spmdcheck import cache
+    from spmdcheck.api import shipped_stubs
+
+    directory = cache.locate(pathlib.Path(root))
+    if directory is None:
+        return None
+    stub_dirs = [shipped_stubs(), *(pathlib.Path(p) for p in settings.stub_path)]
+    return cache.ResultCache.open(directory, cache.run_key(settings, stub_dirs))
 
 
 def _rule(args: argparse.Namespace) -> int:
@@ -295,12 +324,20 @@ def _check(args: argparse.Namespace) -> int:
     jobs = args.jobs if args.jobs is not None else primary.jobs
     diags = []
     results = []
-    registries: set[int] = set()
+    reported: set[tuple[str, ...]] = set()
     for settings, group in by_settings.items():
-        registry = load_registry(settings.stub_path)
-        if id(registry) not in registries:  # groups with the same stubs share one registry: report it once
-            registries.add(id(registry))
-            diags += [make(e.split(":", 1)[0], "SPMD005", f"stub error: {e}") for e in registry.errors]
+        store = _open_cache(args, primary.root, settings) if stdin_text is None else None
+        registry = None  # loaded when something is analysed: a cached run reads only the cache
+        if store is not None and store.stub_errors is not None:
+            stub_errors = store.stub_errors  # the stub files are part of the cache's key
+        else:
+            registry = load_registry(settings.stub_path)
+            stub_errors = registry.errors
+            if store is not None:
+                store.set_stub_errors(registry.errors)
+        if settings.stub_path not in reported:  # groups with the same stubs share one registry: report it once
+            reported.add(settings.stub_path)
+            diags += [make(e.split(":", 1)[0], "SPMD005", f"stub error: {e}") for e in stub_errors]
         if isinstance(stdin_text, ParseFailure):
             from spmdcheck.api import FileResult
 
@@ -312,7 +349,13 @@ def _check(args: argparse.Namespace) -> int:
             if args.fix and not args.diff:
                 group_results = [_fix_stdin(stdin_bytes, group_results[0], settings, registry, args.unsafe_fixes)]
         else:
-            group_results = _run(group, settings, registry, jobs)
+            from spmdcheck.api import run_check
+
+            group_results = run_check(group, settings, registry, jobs, store)
+            if store is not None:
+                store.save()
+        if registry is None and (args.diff or args.add_noqa or args.fix):
+            registry = load_registry(settings.stub_path)
         if args.diff or stdin_text is not None:
             pass  # --diff writes nothing; stdin has no file (with --fix, the fixed text went to stdout)
         elif args.add_noqa:
@@ -480,9 +523,11 @@ def _fix_stdin(data: bytes, result, settings, registry, unsafe: bool):  # noqa: 
     held_back = len(fixable(result.diagnostics, True)) - len(fixable(result.diagnostics, False))
     if held_back and not unsafe:
         print(f"spmdcheck: {held_back} fix(es) available with --fix --unsafe-fixes", file=sys.stderr)
-    fixed, applied = fix_in_memory(source.text, check, unsafe, newline=source.newline) if fixable(
-        result.diagnostics, unsafe
-    ) else (source.text, 0)
+    fixed, applied = (
+        fix_in_memory(source.text, check, unsafe, newline=source.newline)
+        if fixable(result.diagnostics, unsafe)
+        else (source.text, 0)
+    )
     try:
         out = encode(source, fixed) if applied else data
     except UnicodeEncodeError:
@@ -497,56 +542,10 @@ def _fix_stdin(data: bytes, result, settings, registry, unsafe: bool):  # noqa: 
 
 
 def _run(files: list[str], settings, registry, jobs: int):  # noqa: ANN001, ANN202
-    """Whole-program analysis: each connected part of the import graph is one program, run in a pool."""
-    from spmdcheck.api import check_program, plan_programs
+    """Whole-program analysis (the pre-pass, then each connected part of the import graph), uncached."""
+    from spmdcheck.api import run_check
 
-    done, programs = plan_programs(files, settings)
-    jobs = max(1, min(jobs or (os.cpu_count() or 1), os.cpu_count() or 1, len(programs)))
-    if jobs <= 1 or len(files) < 8:
-        for program in programs:
-            done += check_program(program, settings, registry)
-    else:
-        from spmdcheck.workers import run_isolated
-
-        global _WORKER
-        _WORKER = (settings, registry)
-        # Big programs first, so one large program does not end the run alone on one core.
-        programs.sort(key=lambda p: -sum(len(f.text) for f in p))
-        # a worker that crashes or hangs costs its program (SPMD000), never the run
-        for results in run_isolated(programs, _work, _failed, jobs, _budget):
-            done += results
-    order = {p: i for i, p in enumerate(files)}
-    return sorted(done, key=lambda r: order.get(r.path, len(order)))
-
-
-_WORKER = None
-
-
-def _work(program):  # noqa: ANN001, ANN202
-    settings, registry = _WORKER  # type: ignore[misc]
-    from spmdcheck.api import check_program
-
-    return check_program(program, settings, registry)
-
-
-def _failed(program, why: str):  # noqa: ANN001, ANN202
-    """A program whose worker crashed or overran: SPMD000 on each of its files, and the run goes on."""
-    from spmdcheck.api import FileResult
-    from spmdcheck.diagnostics.render import make
-
-    return [FileResult(f.path, [make(f.path, "SPMD000", f"{why}; the file was not checked")]) for f in program]
-
-
-def _budget(program) -> float:  # noqa: ANN001
-    """Seconds a worker may spend on one program before it is stopped (generous: a guard against hangs)."""
-    return 120.0 + 5.0 * len(program)
-
-
-def _size(path: str) -> int:
-    try:
-        return os.path.getsize(path)
-    except OSError:
-        return 0
+    return run_check(files, settings, registry, jobs)
 
 
 if __name__ == "__main__":

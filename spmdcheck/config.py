@@ -84,14 +84,20 @@ class Config:
     source: pathlib.Path | None = None
 
     def excluded(self, path: pathlib.Path) -> bool:
+        if not self.exclude:
+            return False  # no glob: no need to resolve the path (a syscall per folder level)
         path = path.resolve()
         return any(g.matches(path) for g in self.exclude)
 
     def included(self, path: pathlib.Path) -> bool:
+        if not self.include:
+            return True
         path = path.resolve()
-        return not self.include or any(g.matches(path) for g in self.include)
+        return any(g.matches(path) for g in self.include)
 
     def ignores_for(self, path: pathlib.Path) -> tuple[str, ...]:
+        if not self.per_file_ignores:
+            return ()
         path = path.resolve()
         return tuple(code for g, codes in self.per_file_ignores if g.matches(path) for code in codes)
 
@@ -309,16 +315,21 @@ class ConfigResolver:
         self.errors: list[str] = []
         self._by_file: dict[pathlib.Path | None, Config] = {}
         self._by_dir: dict[pathlib.Path, pathlib.Path | None] = {}
+        self._by_given: dict[pathlib.Path, pathlib.Path | None] = {}
 
     def config_file_for(self, path: pathlib.Path) -> pathlib.Path | None:
         if self.isolated:
             return None
         if self.explicit is not None:
             return self.explicit
+        key = path.parent if path.suffix == ".py" else path  # files of one folder share their folder's answer
+        if key in self._by_given:
+            return self._by_given[key]
         path = path.resolve()
         directory = path if path.is_dir() else path.parent
         if directory not in self._by_dir:
             self._by_dir[directory] = find_config(directory)
+        self._by_given[key] = self._by_dir[directory]
         return self._by_dir[directory]
 
     def for_path(self, path: pathlib.Path) -> Config:

@@ -97,7 +97,7 @@ def _excluded(path: pathlib.Path, root: pathlib.Path, patterns: tuple[str, ...])
 
 
 def _kind(path: pathlib.Path) -> str:
-    """"file", "dir", "missing", "loop", "unreadable" or "special" (a FIFO, socket or device: never opened)."""
+    """ "file", "dir", "missing", "loop", "unreadable" or "special" (a FIFO, socket or device: never opened)."""
     try:
         st = os.stat(path)
     except OSError as exc:

@@ -76,9 +76,7 @@ def _offsets(text: str) -> list[int]:
     return starts
 
 
-def fix_text(
-    text: str, diags: Sequence[Diagnostic], import_line: str | None, newline: str = "\n"
-) -> tuple[str, int]:
+def fix_text(text: str, diags: Sequence[Diagnostic], import_line: str | None, newline: str = "\n") -> tuple[str, int]:
     """The text with the first placeable suggestion of each diagnostic applied (non-overlapping)."""
     starts = _offsets(text)
     edits: list[tuple[int, int, str]] = []

@@ -8,12 +8,14 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
-
-from spmdcheck.analysis.findings import Finding
 from spmdcheck.diagnostics.codes import CODES
+
+if TYPE_CHECKING:  # libcst is imported where positions are resolved: reading cached results never needs it
+    import libcst as cst
+
+    from spmdcheck.analysis.findings import Finding
 
 _SITE = re.compile(r"\{site:(\d+)\}")
 
@@ -108,6 +110,8 @@ class ProgramPositions:
         key = id(origin)
         if key in self._files:
             return key
+        import libcst as cst
+
         module, path = getattr(origin, "module", None), getattr(origin, "path", None)
         if isinstance(module, cst.Module) and isinstance(path, str):
             self._files[key] = (path, module, [])
@@ -117,6 +121,8 @@ class ProgramPositions:
     def _table(self, origin: object):  # noqa: ANN202
         key = id(origin)
         if key not in self._positions:
+            from libcst.metadata import MetadataWrapper, PositionProvider
+
             module = self._files[key][1]
             self._positions[key] = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
         return self._positions[key]
@@ -190,6 +196,8 @@ def _span(positions, node: cst.CSTNode | None) -> tuple[int, int, int, int] | No
 
 
 def _branch_note(f: Finding, sites: list[cst.CSTNode], line_of) -> str:  # noqa: ANN001
+    import libcst as cst
+
     parts = []
     for b in f.branches:
         node = sites[b.ref]

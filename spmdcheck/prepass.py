@@ -1,0 +1,564 @@
+"""The pre-pass: which files, and which function bodies, can produce a finding.
+
+libcst (positions, fixes) costs about ten times CPython's `ast`, and most code in a
+real tree never meets a type: unannotated code is silent (gradual typing). So every
+file is first read with `ast` (which is also its syntax check), cut into *units* (a
+module-level statement, function, class header or method), and each unit's identifiers
+are collected from its text without comments and prose strings. A file with a unit that
+may make a type is checked; the checked files it imports come along as libraries; the
+bodies of the functions and methods that cannot matter are blanked line for line
+(positions do not move) before libcst parses anything.
+
+Why nothing dropped can hold a finding: a type (or a rank value, a mesh, a collective
+whose ranks may diverge) can only enter a program through
+- a rule that creates one from untyped operands (a collective, a Megatron mapping or
+  model, a rank query, the spmd_types API, a mesh; with a mesh configured, any rule at
+  all), which the code names by the last part of its name (`dist.all_reduce`,
+  `from torch.distributed import all_reduce as ar`); `seed_words` reads them from the
+  rules, and a rule of a kind it does not know is a seed;
+- an annotation or a file setting, whose spellings all contain `spmd` or `Annotated`
+  (`spmd_types`, `spmdcheck.annotations.Local`, `# spmdcheck:`, `typing.Annotated`);
+and a suppression comment names its code (`# noqa: SPMD101`). A file holding `spmd`,
+`SPMD` or `Annotated` anywhere is analysed whole. Elsewhere a unit naming a seed is a
+*source*, and `spread` propagates to a fixed point:
+- a unit naming what a source binds, in its own file or a checked module it imports
+  (it may call it or read its value), is a source; a class with a source method is a
+  source, and so is a method reading `self.<attr>` of a source method of its class or
+  of a base class;
+- a unit a source or exposed unit names is *exposed* (it may be called with typed
+  arguments): a module-level function or class named from a file that imports it, a
+  method whose name any unit that matters mentions (objects travel anywhere), and the
+  dunder methods and `forward` of a class that matters (construction and calls run them).
+Names are compared as words, so the relation only over-approximates what the analysis
+can follow. SPMDCHECK_NO_PREPASS=1 turns all of this off (every file checked whole), and
+tests compare the two.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import os
+import re
+import unicodedata
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from spmdcheck.rules.model import OpRule
+
+if TYPE_CHECKING:
+    from spmdcheck.rules.stubs import Registry
+
+# A file naming one of these is analysed whole: annotations, the spmd_types API, file settings, and
+# suppression comments naming a code (an unused one is reported).
+WHOLE_FILE_MARKERS = (b"spmd", b"Annotated", b"SPMD")
+
+# OpRule fields an op may set and still be unable to type an untyped operand. A rule setting any
+# other field (a collective, a mapping, a mesh, the spmd_types API, whatever a later rule kind adds)
+# is a seed; so is an spmd_types API call outside `_INERT_SPMD_API`, and a `mesh` context.
+_INERT_FIELDS = frozenset(
+    {
+        "qualname",
+        "params",
+        "returns",
+        "linearity",
+        "divisors",
+        "contraction",
+        "bias",
+        "affine_bias",
+        "factory",
+        "factory_size",
+        "factory_rank",
+        "passthrough",
+        "opaque",
+        "grad",
+        "dims",
+        "inplace_param",
+        "is_property",
+        "process_group_axis",
+        "mesh_group_param",
+        "const_type",
+        "alias_of",
+        "source",
+        "spmd_api",
+        "context",
+    }
+)
+# spmd_types API handlers that only read a type that is already there (backward checks the loss).
+_INERT_SPMD_API = frozenset({"backward", "ignore", "local_map"})
+_INERT_CONTEXTS = frozenset({"no_grad", "enable_grad", "no_typecheck"})
+
+_DISABLE_ENV = "SPMDCHECK_NO_PREPASS"  # hidden switch: analyse every file whole (tests compare both ways)
+
+_WORD = re.compile(r"\w+")
+# Strings and comments, as CPython's tokenizer reads them (the file already parsed). Comments,
+# docstrings and messages hold prose, not names, and are dropped (newlines kept); f-strings hold
+# expressions, and a string that reads like a type expression may be a forward reference: both stay.
+_STRING_OR_COMMENT = re.compile(
+    r"""(?P<prefix>[rRbBuUfF]{0,3})(?P<string>'''(?:[^\\]|\\.)*?'''|\"\"\"(?:[^\\]|\\.)*?\"\"\""""
+    r"""|'(?:[^'\\\r\n]|\\(?:\r\n|.))*'|"(?:[^"\\\r\n]|\\(?:\r\n|.))*")|\#[^\r\n]*""",
+    re.S,
+)
+_SELF_ATTRIBUTE = re.compile(r"\bself\s*\.\s*(\w+)")
+_TYPE_LIKE = re.compile(r"\s*[\w.]*(?:\s*[\[\],|]\s*[\w.]*)*\s*")  # names joined by brackets, commas, pipes
+_NEWLINE = re.compile(r"\r\n|\r|\n")
+
+
+def enabled() -> bool:
+    return os.environ.get(_DISABLE_ENV, "") in ("", "0")
+
+
+def _creates_types(rule: OpRule) -> bool:
+    for f in dataclasses.fields(rule):
+        if f.name in _INERT_FIELDS:
+            continue
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+        if getattr(rule, f.name) != default:
+            return True
+    if rule.spmd_api is not None and rule.spmd_api not in _INERT_SPMD_API:
+        return True
+    return rule.context is not None and rule.context not in _INERT_CONTEXTS
+
+
+def seed_words(registry: Registry, mesh_configured: bool) -> frozenset[str]:
+    """Identifiers through which a program can meet a type, from the rules themselves.
+
+    A rule is reached by a name whose last part is its key's last part (`dist.all_reduce`,
+    `from torch.distributed import all_reduce`); re-exports between checked files are followed
+    by the taint. With a mesh configured every factory types its result, so the first part of
+    every rule's key (`torch`, which every such name is imported through) is a seed as well.
+    """
+    words: set[str] = set()
+    for key in registry.rules:
+        rule = registry.lookup(key)
+        root = key.split(".", 1)[0]
+        if rule is None or any(marker.decode() in root for marker in WHOLE_FILE_MARKERS):
+            continue  # reached only through a name holding `spmd`: such files are analysed whole
+        if mesh_configured:
+            words.add(root)
+        if _creates_types(rule):
+            words.add(key.rpartition(".")[2])
+    return frozenset(words)
+
+
+@dataclass
+class Unit:
+    """A module-level statement, function or class: what it binds and which identifiers it names."""
+
+    binds: frozenset[str]
+    words: frozenset[str]
+    bodies: tuple[tuple[int, int], ...] = ()  # 1-based line spans of function bodies to blank when inert
+    source: bool = False  # may make a type or issue a collective
+    exposed: bool = False  # may receive a typed value
+    method: str | None = None  # a method's name: called through any object, so named from any file
+    attrs: frozenset[str] = frozenset()  # a method's `self.<attr>` names
+    members: list[Unit] = field(default_factory=list)  # a class's methods (the class unit is its header)
+
+    @property
+    def matters(self) -> bool:
+        return self.source or self.exposed
+
+
+@dataclass
+class FileScan:
+    """What the pre-pass knows about one file. `whole`: analyse it all; else decided by its units."""
+
+    path: str
+    whole: bool = False
+    units: list[Unit] = field(default_factory=list)
+    module: str = ""  # dotted module name (from the package folders)
+    imports: frozenset[str] = frozenset()  # module names its imports may refer to
+    star: frozenset[str] = frozenset()  # modules it imports `*` from
+
+    @property
+    def relevant(self) -> bool:
+        """Holds a unit that may make a type by itself: checked on its own."""
+        return any(u.source for u in self.units)
+
+
+def _drop_prose(match: re.Match[str]) -> str:
+    string = match.group("string")
+    if string is None:  # a comment
+        return ""
+    if "f" in match.group("prefix").lower():
+        return match.group(0)  # an f-string: its expressions are code
+    if string[:3] in ("'''", '"""'):
+        return "\n" * string.count("\n") + "\r" * (string.count("\r") - string.count("\r\n"))
+    if _TYPE_LIKE.fullmatch(string, 1, len(string) - 1):
+        return match.group(0)  # a forward reference `"Config"`, `"Optional[Block]"`: names
+    return ""
+
+
+def code_only(text: str) -> str:
+    """`text` without comments and docstrings, every line where it was."""
+    return _STRING_OR_COMMENT.sub(_drop_prose, text)
+
+
+def _words(text: str) -> frozenset[str]:
+    found = set(_WORD.findall(text))
+    if not text.isascii():  # CPython reads identifiers NFKC-normalised; name both spellings
+        found.update(unicodedata.normalize("NFKC", w) for w in list(found) if not w.isascii())
+    return frozenset(found)
+
+
+def scan(path: str, data: bytes, seeds: frozenset[str], exists=os.path.exists) -> FileScan:  # noqa: ANN001
+    """Cut a file into units, taint those naming a seed, and list what it imports.
+
+    A file holding a marker is analysed whole (all its units are sources). A file `ast` cannot
+    read is handed to libcst whole (it reports the syntax error, or checks what CPython's parser
+    limits refuse); every identifier in it then counts as bound by it.
+    """
+    from spmdcheck.program.graph import module_name_for
+
+    module = module_name_for(path, exists)
+    whole = any(marker in data for marker in WHOLE_FILE_MARKERS)
+    try:
+        text = data.decode("utf-8")
+        tree = ast.parse(data)
+    except (SyntaxError, ValueError, UnicodeDecodeError, RecursionError, MemoryError):
+        words = _words(data.decode("utf-8", errors="replace"))
+        return FileScan(path, whole=True, units=[Unit(words, words, source=True)], module=module.name)
+    lines = _NEWLINE.split(code_only(text))
+    units: list[Unit] = []
+    _collect(tree.body, lines, units)
+    for unit in units:
+        unit.source = whole or not seeds.isdisjoint(unit.words)
+    imports, star = _imports(tree.body, module)
+    return FileScan(path, whole=whole, units=units, module=module.name, imports=imports, star=star)
+
+
+def _imports(body: list[ast.stmt], module: object) -> tuple[frozenset[str], frozenset[str]]:
+    """What `program.graph.imported_names` finds (every import statement, at any depth), walking
+    statements only: expressions cannot hold one."""
+    from spmdcheck.program.graph import resolve_import
+
+    out: set[str] = set()
+    star: set[str] = set()
+    todo = list(body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.Import):
+            out.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            target = resolve_import(module, node.module, node.level)  # type: ignore[arg-type]
+            if target is None:
+                continue
+            out.add(target)
+            for alias in node.names:
+                if alias.name == "*":
+                    star.add(target)
+                else:
+                    out.add(f"{target}.{alias.name}")
+        else:
+            for name in ("body", "orelse", "finalbody"):
+                block = getattr(node, name, None)
+                if isinstance(block, list):
+                    todo.extend(block)
+            for handler in getattr(node, "handlers", ()):
+                todo.extend(handler.body)
+            for case in getattr(node, "cases", ()):
+                todo.extend(case.body)
+    return frozenset(out), frozenset(star)
+
+
+def _segment(lines: list[str], start: int, end: int) -> str:
+    return "\n".join(lines[start - 1 : end])
+
+
+def _start(node: ast.stmt) -> int:
+    decorators = getattr(node, "decorator_list", None)
+    return min([node.lineno, *(d.lineno for d in decorators)]) if decorators else node.lineno
+
+
+def _collect(body: list[ast.stmt], lines: list[str], out: list[Unit]) -> None:
+    """Units of a module-level block; compound statements (if/try/with/for) are opened, not units."""
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            span = _body_span(node, lines)
+            out.append(
+                Unit(
+                    frozenset({node.name}),
+                    _words(_segment(lines, _start(node), node.end_lineno or node.lineno)),
+                    (span,) if span else (),
+                )
+            )
+        elif isinstance(node, ast.ClassDef):
+            first, last = _start(node), node.end_lineno or node.lineno
+            header = Unit(frozenset({node.name}), frozenset())
+            out.append(header)
+            own = set(range(first, last + 1))
+            for item in node.body:
+                span = _body_span(item, lines) if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+                if span is None:
+                    continue  # a one-line method stays with the class header
+                start, end = _start(item), item.end_lineno or item.lineno
+                own.difference_update(range(start, end + 1))
+                text = _segment(lines, start, end)
+                name = item.name  # type: ignore[union-attr]
+                attrs = frozenset(_SELF_ATTRIBUTE.findall(text))
+                # A method binds no name of the module: what it makes reaches others through `self`
+                # (the class's other methods), its class (a source itself then), or its callers.
+                member = Unit(frozenset(), _words(text), (span,), method=name, attrs=attrs | {name})
+                header.members.append(member)
+                out.append(member)
+            header.words = _words("\n".join(lines[n - 1] for n in sorted(own) if n <= len(lines)))
+        elif isinstance(node, (ast.If, ast.Try, ast.With, ast.AsyncWith, ast.For, ast.AsyncFor, ast.While)) or (
+            hasattr(ast, "TryStar") and isinstance(node, ast.TryStar)
+        ):
+            _compound(node, lines, out)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            # An import reads no name of this module: only what it imports (a module path is not read).
+            imported = frozenset(a.name for a in node.names if isinstance(node, ast.ImportFrom))
+            out.append(Unit(_bound_names(node), imported))
+        else:
+            text = _segment(lines, node.lineno, node.end_lineno or node.lineno)
+            out.append(Unit(_bound_names(node, text), _words(text)))
+
+
+def _compound(node: ast.stmt, lines: list[str], out: list[Unit]) -> None:
+    """A module-level compound statement: its header is a unit, its blocks are opened."""
+    blocks: list[list[ast.stmt]] = []
+    for name in ("body", "orelse", "finalbody"):
+        block = getattr(node, name, None)
+        if block:
+            blocks.append(block)
+    for handler in getattr(node, "handlers", ()):
+        blocks.append(handler.body)
+    header_words: set[str] = set()
+    binds: set[str] = set()
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.stmt):
+            continue
+        if isinstance(child, ast.ExceptHandler):
+            if child.type is not None:
+                header_words |= _words(ast.unparse(child.type))
+            if child.name:
+                binds.add(child.name)
+            continue
+        header_words |= _words(ast.unparse(child))
+        if isinstance(child, ast.withitem) and child.optional_vars is not None:
+            binds |= _target_names(child.optional_vars)
+    if isinstance(node, (ast.For, ast.AsyncFor)):
+        binds |= _target_names(node.target)
+    out.append(Unit(frozenset(binds), frozenset(header_words)))
+    for block in blocks:
+        _collect(block, lines, out)
+
+
+def _target_names(target: ast.AST) -> set[str]:
+    names: set[str] = set()
+    for sub in ast.walk(target):
+        if isinstance(sub, ast.Name):
+            names.add(sub.id)
+    return names
+
+
+def _bound_names(node: ast.stmt, text: str = "") -> frozenset[str]:
+    """Names a simple module-level statement binds (an attribute or item target binds its base name)."""
+    names: set[str] = set()
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        for alias in node.names:
+            names.add(alias.asname or alias.name.split(".")[0])
+    elif isinstance(node, ast.Assign):
+        for target in node.targets:
+            names |= _target_names(target)
+    elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+        names |= _target_names(node.target)
+    if ":=" in text or (hasattr(ast, "Match") and isinstance(node, ast.Match)):
+        for sub in ast.walk(node):  # walrus and match-capture targets anywhere in the statement
+            if isinstance(sub, ast.NamedExpr):
+                names |= _target_names(sub.target)
+            elif isinstance(sub, (ast.MatchAs, ast.MatchStar)) and sub.name:
+                names.add(sub.name)
+            elif isinstance(sub, ast.MatchMapping) and sub.rest:
+                names.add(sub.rest)
+    return frozenset(names)
+
+
+def _body_span(node: ast.FunctionDef | ast.AsyncFunctionDef, lines: list[str]) -> tuple[int, int] | None:
+    """The lines of a function's body when it is an indented block on lines of its own, else None."""
+    first = node.body[0]
+    decorators = getattr(first, "decorator_list", None) or []
+    lead = min([first, *decorators], key=lambda n: (n.lineno, n.col_offset))
+    start = lead.lineno
+    if start <= node.lineno or start > len(lines):
+        return None
+    before = lines[start - 1].encode("utf-8")[: lead.col_offset]
+    if before.strip(b" \t\f@"):  # `def f(\n): return x`: the body shares the header's last line
+        return None
+    return start, node.body[-1].end_lineno or start
+
+
+def spread(scans: list[FileScan]) -> None:
+    """Taint to a fixed point over the units of a run (see the module docstring).
+
+    Two ways to matter: a *source* may make a type or issue a collective (it names a seed, or
+    reads a name a source binds: it may call it or read its value), so whatever reads it is a
+    source too; an *exposed* unit may receive a typed value (a source or exposed unit names what
+    it binds: it may be called with typed arguments), and so may whatever it names in turn.
+    A name resolves in its own file and in the checked modules that file imports (and, through
+    `import *`, the modules those re-export), never anywhere else.
+    """
+    by_name: dict[str, FileScan] = {}
+    for s in scans:
+        by_name.setdefault(s.module, s)
+    index = {id(s): i for i, s in enumerate(scans)}
+
+    def star_closure(start: FileScan) -> list[int]:
+        seen, todo = {index[id(start)]}, [start]
+        while todo:
+            for name in todo.pop().star:
+                other = by_name.get(name)
+                if other is not None and index[id(other)] not in seen:
+                    seen.add(index[id(other)])
+                    todo.append(other)
+        return sorted(seen)
+
+    stars = [star_closure(s) for s in scans]
+    # The files each file's names can come from: itself, what it imports, what those re-export.
+    reach: list[list[int]] = []
+    for i, s in enumerate(scans):
+        out = set(stars[i])
+        for name in s.imports:
+            other = by_name.get(name)
+            if other is not None:
+                out.update(stars[index[id(other)]])
+        reach.append(sorted(out))
+    bound: list[set[str]] = [set() for _ in scans]  # names each file's sources bind
+    named: list[set[str]] = [set() for _ in scans]  # words each file's units that matter mention
+    anywhere: set[str] = set()  # words of every unit that matters: methods are called through objects
+    classes = [(i, u) for i, s in enumerate(scans) for u in s.units if u.members]
+    class_names_units: list[dict[str, list[Unit]]] = [{} for _ in scans]
+    for i, u in classes:
+        for name in u.binds:
+            class_names_units[i].setdefault(name, []).append(u)
+    class_names = [set(d) for d in class_names_units]
+
+    def matter(i: int, u: Unit, source: bool) -> None:
+        if source:
+            u.source = True
+            bound[i] |= u.binds
+        else:
+            u.exposed = True
+        named[i] |= u.words
+        anywhere.update(u.words)
+
+    for i, s in enumerate(scans):
+        for u in s.units:
+            if u.source:
+                matter(i, u, True)
+    changed = True
+    while changed:
+        changed = False
+        for i, s in enumerate(scans):
+            visible: set[str] = set()
+            for j in reach[i]:
+                visible |= bound[j]
+            for u in s.units:
+                if not u.source and not u.words.isdisjoint(visible):
+                    matter(i, u, True)
+                    visible |= u.binds
+                    changed = True
+        for i, u in classes:
+            if not u.source and any(m.source for m in u.members):
+                matter(i, u, True)  # its name now leads to a source
+                changed = True
+        # `self.<attr>` set or read by a source method may hold a type in every method of the class and
+        # of its subclasses (every method is checked on an object its `__init__` built); `self.<method>`
+        # and `super().<method>` of a source method is a source.
+        for i, u in classes:
+            typed = set().union(*(m.attrs for m in u.members if m.source))
+            for j in reach[i]:
+                for name in u.words & class_names[j]:
+                    for base in class_names_units[j][name]:
+                        if base is not u:
+                            typed.update(*(m.attrs for m in base.members if m.source))
+            if typed:
+                for m in u.members:
+                    if not m.source and not m.words.isdisjoint(typed):
+                        matter(i, m, True)
+                        changed = True
+        for i in range(len(scans)):
+            if not named[i]:
+                continue
+            for j in reach[i]:
+                for u in scans[j].units:
+                    if not u.matters and u.method is None and not u.binds.isdisjoint(named[i]):
+                        matter(j, u, False)
+                        changed = True
+        for i, s in enumerate(scans):
+            for u in s.units:
+                if not u.matters and u.method is not None and u.method in anywhere:
+                    matter(i, u, False)
+                    changed = True
+        for i, u in classes:
+            if u.matters or any(m.matters for m in u.members):
+                # Building an object runs `__init__`; calling it, `forward`; operators, the other dunders.
+                for m in u.members:
+                    if not m.matters and (m.method == "forward" or (m.method or "").startswith("__")):
+                        matter(i, m, False)
+                        changed = True
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What to hand to libcst: nothing (`skip`), or the text with `blank` line spans emptied."""
+
+    skip: bool
+    blank: tuple[tuple[int, int], ...] = ()
+
+
+def plan(s: FileScan) -> Plan:
+    """`skip` when nothing in the file matters (it may still run as an import of another file)."""
+    if s.whole:
+        return Plan(False)
+    blank = tuple(span for u in s.units if not u.matters for span in u.bodies)
+    return Plan(not any(u.matters for u in s.units), blank)
+
+
+def blank_bodies(text: str, spans: Iterable[tuple[int, int]]) -> str:
+    """Empty the given 1-based line spans, the first line of each becoming `pass` at its indentation.
+
+    Lines keep their endings, so every position outside the spans is unchanged.
+    """
+    spans = sorted(spans)
+    if not spans:
+        return text
+    pieces = re.split(r"(\r\n|\r|\n)", text)  # [line, ending, line, ending, ..., last line]
+    for start, end in spans:
+        first = 2 * (start - 1)
+        if first >= len(pieces):
+            continue
+        line = pieces[first]
+        indent = line[: len(line) - len(line.lstrip(" \t\f"))]
+        pieces[first] = indent + "pass"
+        for n in range(start + 1, end + 1):
+            idx = 2 * (n - 1)
+            if idx < len(pieces):
+                pieces[idx] = ""
+    return "".join(pieces)
+
+
+def scan_to_plain(s: FileScan) -> list:
+    """A scan as plain data for the result cache (its taint before `spread`)."""
+    return [
+        s.module,
+        s.whole,
+        sorted(s.imports),
+        sorted(s.star),
+        [[sorted(u.binds), sorted(u.words), [list(b) for b in u.bodies], u.source] for u in s.units],
+    ]
+
+
+def scan_from_plain(path: str, plain: object) -> FileScan | None:
+    """The inverse of `scan_to_plain`; None when the data does not have that shape."""
+    try:
+        module, whole, imports, star, units = plain  # type: ignore[misc]
+        out = FileScan(path, bool(whole), [], str(module), frozenset(map(str, imports)), frozenset(map(str, star)))
+        for binds, words, bodies, source in units:
+            spans = tuple((int(a), int(b)) for a, b in bodies)
+            out.units.append(Unit(frozenset(map(str, binds)), frozenset(map(str, words)), spans, bool(source)))
+        return out
+    except (TypeError, ValueError):
+        return None

@@ -1,0 +1,241 @@
+"""The pre-pass never drops a finding: the real command line prints the same bytes with it on and
+forced off (SPMDCHECK_NO_PREPASS=1), and it does skip and blank what cannot matter."""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from conftest import FIXTURES, ROOT
+
+from spmdcheck import prepass
+
+# Findings with no annotation at all: raw collectives typed by a mesh group, a seedless helper that
+# only reports when called with a typed value (SPMD404 inside `loss_backward`), an alias of a
+# collective imported under another name, a rank branch around a helper that issues the collective.
+TRAINER = '''\
+import torch
+import torch.distributed as dist
+from torch.distributed import all_reduce as ar
+from torch.distributed.device_mesh import init_device_mesh
+
+mesh = init_device_mesh("cpu", (2,), mesh_dim_names=("tp",))
+GROUP = mesh.get_group("tp")
+
+
+def loss_backward(loss):
+    loss.backward()
+
+
+def reduce_again(t):
+    dist.all_reduce(t, group=GROUP)
+    return t
+
+
+def scale(t):
+    return t * 2
+
+
+def train():
+    y = torch.ones(3, requires_grad=True).sum()
+    dist.all_reduce(y, group=GROUP)
+    loss_backward(y)
+    w = scale(y)
+    return reduce_again(w)
+
+
+def do_reduce(x):
+    ar(x)
+
+
+def ranky(x):
+    if dist.get_rank() == 0:
+        do_reduce(x)
+    return x
+
+
+class Trainer:
+    def step(self):
+        y = torch.ones(3)
+        dist.all_reduce(y, group=GROUP)
+        dist.all_reduce(y, group=GROUP)
+        return y
+
+
+class Inert:
+    """Mentions all_reduce and broadcast in prose only."""
+
+    def forward(self, x):
+        # all_reduce(x) would be wrong here
+        return x + 1
+
+
+def inert_helper(x):
+    return torch.relu(x)
+'''
+
+ALIASES = '''\
+import torch
+import torch.distributed as dist
+from torch.distributed import broadcast as bc
+
+bcast = bc
+
+
+def leaf():
+    w = torch.randn(3, requires_grad=True)
+    bcast(w, 0)
+    return w
+
+
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(3))
+
+    def sync(self):
+        t = torch.randn(3, requires_grad=True)
+        dist.all_reduce(t)
+
+    def forward(self, x): return x * 2
+'''
+
+NOTHING = '''\
+import torch
+
+
+def add(a, b):
+    return torch.add(a, b)
+'''
+
+
+def _run(args: list[str], cwd, prepass_on: bool) -> subprocess.CompletedProcess:
+    env = dict(os.environ, SPMDCHECK_NO_PREPASS="0" if prepass_on else "1")
+    return subprocess.run(
+        [sys.executable, "-m", "spmdcheck", "check", *args, "--output-format", "json", "--no-cache"],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+
+
+def _same_both_ways(args: list[str], cwd) -> str:
+    on, off = _run(args, cwd, True), _run(args, cwd, False)
+    assert "Traceback" not in on.stderr + off.stderr, on.stderr + off.stderr
+    assert (on.returncode, on.stdout) == (off.returncode, off.stdout)
+    return on.stdout
+
+
+@pytest.fixture
+def tree(tmp_path):
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "trainer.py").write_text(TRAINER)
+    (pkg / "aliases.py").write_text(ALIASES)
+    (pkg / "nothing.py").write_text(NOTHING)
+    (pkg / "broken.py").write_text("def f(:\n    pass\n")
+    (pkg / "crlf.py").write_bytes(ALIASES.replace("\n", "\r\n").encode())
+    return tmp_path
+
+
+@pytest.mark.parametrize("extra", [[], ["-j", "1"], ["--mesh", "tp"], ["--strict"]])
+def test_same_findings_with_and_without_prepass(tree, extra):
+    out = _same_both_ways(["pkg", *extra], tree)
+    assert "SPMD404" in out and "SPMD302" in out and "SPMD306" in out and "SPMD501" in out
+    assert "SPMD001" in out  # the broken file is still reported
+
+
+def test_fixtures_same_with_and_without_prepass():
+    _same_both_ways(["fixtures"], ROOT)
+    _same_both_ways([str(FIXTURES), "--mesh", "dp,tp", "--strict", "-j", "1"], ROOT)
+
+
+def test_torch_distributed_same_with_and_without_prepass(tmp_path):
+    """Real code with a mesh configured (every factory typed): two packages of torch/distributed, whose
+    checked files import each other, give the same output with the pre-pass on and off."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("torch")
+    if spec is None or spec.origin is None:
+        pytest.skip("torch is not installed")
+    root = os.path.join(os.path.dirname(spec.origin), "distributed")
+    trees = [os.path.join(root, "algorithms"), os.path.join(root, "_composable")]
+    _same_both_ways([*trees, "--no-respect-gitignore", "--mesh", "dp,tp"], tmp_path)
+
+
+def _plan(text: str, mesh: bool = False) -> prepass.Plan:
+    from spmdcheck.api import load_registry
+
+    seeds = prepass.seed_words(load_registry(()), mesh)
+    scan = prepass.scan("m.py", text.encode(), seeds)
+    prepass.spread([scan])
+    return prepass.plan(scan)
+
+
+def test_a_file_without_seeds_is_skipped_and_with_a_mesh_it_is_not():
+    assert _plan(NOTHING).skip
+    assert not _plan(NOTHING, mesh=True).skip
+
+
+def test_inert_bodies_are_blanked_and_the_rest_kept():
+    plan = _plan(TRAINER)
+    lines = TRAINER.splitlines()
+    blanked = {n for start, end in plan.blank for n in range(start, end + 1)}
+    assert lines.index("        return x + 1") + 1 in blanked  # Inert.forward: prose only
+    assert lines.index("    return torch.relu(x)") + 1 in blanked  # inert_helper
+    assert lines.index("    loss.backward()") + 1 not in blanked  # called by train with a typed loss
+    assert lines.index("        do_reduce(x)") + 1 not in blanked
+
+
+def test_marker_files_are_analysed_whole():
+    assert _plan("import spmd_types\n\ndef f(x):\n    return x\n") == prepass.Plan(False)
+    assert _plan("from typing import Annotated\n\ndef f(x):\n    return x\n") == prepass.Plan(False)
+
+
+def test_blanking_keeps_every_line_and_ending():
+    text = (
+        "class A:\r\n    @dec\r\n    def f(self,\r\n          x):\r\n"
+        "        a = '''\r\n        b'''\r\n        return x\r\n    def g(self): return 1\r\n"
+    )
+    tree = ast.parse(text)
+    method = tree.body[0].body[0]
+    span = prepass._body_span(method, prepass._NEWLINE.split(text))
+    assert span == (5, 7)
+    out = prepass.blank_bodies(text, [span])
+    assert out.count("\r\n") == text.count("\r\n") and "\n" not in out.replace("\r\n", "")
+    assert out.splitlines()[4] == "        pass" and out.splitlines()[7] == text.splitlines()[7]
+    ast.parse(out)
+    same_line = ast.parse("def f(a\n): return a\n").body[0]
+    assert prepass._body_span(same_line, ["def f(a", "): return a", ""]) is None
+
+
+def test_prose_is_dropped_and_code_kept():
+    src = textwrap.dedent(
+        '''\
+        x = "#"; all_reduce(y)  # all_gather in a comment
+        def f():
+            """docs name broadcast"""
+            s = f"{reduce_scatter(x)}" + "Config" + "all reduce please"
+        '''
+    )
+    out = prepass.code_only(src)
+    assert out.count("\n") == src.count("\n")
+    words = set(prepass._WORD.findall(out))
+    assert {"all_reduce", "reduce_scatter", "Config"} <= words
+    assert not {"all_gather", "broadcast", "please"} & words
+
+
+def test_seed_words_come_from_the_rules():
+    from spmdcheck.api import load_registry
+
+    seeds = prepass.seed_words(load_registry(()), False)
+    assert {"all_reduce", "broadcast", "copy_to_tensor_model_parallel_region", "init_device_mesh"} <= seeds
+    assert not {"add", "relu", "matmul", "zeros", "torch"} & seeds
+    assert "torch" in prepass.seed_words(load_registry(()), True)
