@@ -304,7 +304,11 @@ class Interpreter:
                     # a rank-dependent `if` or loop whose tensors differ across ranks and are used after it
                     self._report_rank_specific(stmt, self.rank_specific[1], body[i + 1 :])
                 if isinstance(stmt, cst.If) and isinstance(self.last_test, RankValue):
-                    exits = (_always_exits(stmt.body), stmt.orelse is not None and _always_exits(stmt.orelse))
+                    # a `raise` on some ranks is an error path (the run fails there), not ranks skipping ahead
+                    exits = (
+                        _always_exits(stmt.body, skips_only=True),
+                        stmt.orelse is not None and _always_exits(stmt.orelse, skips_only=True),
+                    )
                     if exits[0] != exits[1]:
                         # an early return/raise/continue on some ranks: the rest of the block runs on the others
                         self.divergent.append((self.last_test, stmt))
@@ -981,7 +985,14 @@ class Interpreter:
         for target in node.comparisons:
             right = self.eval(target.comparator)
             dunder = _CMP_DUNDER.get(type(target.operator))
-            if isinstance(right, MembersValue) and isinstance(target.operator, (cst.In, cst.NotIn)):
+            if (
+                isinstance(target.operator, (cst.In, cst.NotIn))
+                and not isinstance(right, MembersValue)
+                and (isinstance(left, RankValue) or isinstance(right, RankValue))
+            ):
+                # `rank in some_ranks`: a membership test whose relation to any group is unknown: silent
+                result = RankValue(frozenset())
+            elif isinstance(right, MembersValue) and isinstance(target.operator, (cst.In, cst.NotIn)):
                 # `rank in ranks_of(g)`: the same answer on every member of g (Megatron's membership guard);
                 # a group we cannot name leaves the relation unknown, and unknown is silent
                 result = RankValue(None, frozenset({right.axis})) if right.axis is not None else RankValue(frozenset())
@@ -1264,16 +1275,19 @@ def _plain(value: Value) -> bool:
     return isinstance(value, (Literal, Unknown, PyNumber, RankValue))
 
 
-def _always_exits(block: cst.CSTNode) -> bool:
-    """The block ends in return/raise/continue/break on every path."""
+def _always_exits(block: cst.CSTNode, skips_only: bool = False) -> bool:
+    """The block ends in return/raise/continue/break on every path (`skips_only`: not counting raise)."""
     body = _body(block)
     if not body:
         return False
     last = body[-1]
+    kinds = (cst.Return, cst.Continue, cst.Break) if skips_only else (cst.Return, cst.Raise, cst.Continue, cst.Break)
     if isinstance(last, cst.SimpleStatementLine):
-        return any(isinstance(s, (cst.Return, cst.Raise, cst.Continue, cst.Break)) for s in last.body)
+        return any(isinstance(s, kinds) for s in last.body)
     if isinstance(last, cst.If):
-        return last.orelse is not None and _always_exits(last.body) and _always_exits(last.orelse)
+        return (
+            last.orelse is not None and _always_exits(last.body, skips_only) and _always_exits(last.orelse, skips_only)
+        )
     return False
 
 
