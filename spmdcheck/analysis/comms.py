@@ -54,6 +54,11 @@ def resolve_axis(interp: Analysis, value: Value | None, node: cst.CSTNode | None
     return name
 
 
+# The axis of a collective over a process group the checker cannot name: no rank condition is known to
+# split it (RankValue.diverges_along), so a condition around it is never reported.
+UNNAMED_GROUP = "<unnamed group>"
+
+
 def default_group_axis(interp: Analysis) -> str | None:
     """`group=None` is the default group: the mesh itself when it has one axis."""
     mesh = interp.mesh or tuple(sorted(interp.ctx.known_axes))
@@ -395,7 +400,9 @@ def apply_raw(interp: Analysis, rule: OpRule, bound: Bound, node: cst.CSTNode) -
     else:
         axis = resolve_axis(interp, group, bound.node(raw.group_param))
     name = short_name(rule.qualname).replace("torch.distributed.", "dist.")
-    interp.note_collective(name, axis, node)
+    named_group = group is None or (isinstance(group, Literal) and group.value is None) or axis is not None
+    # a group the checker cannot name (`dist.new_group(ranks)`): how a rank condition relates to it is unknown
+    interp.note_collective(name, axis if named_group else UNNAMED_GROUP, node)
     # A leaf (a receive buffer made with requires_grad=True, a Parameter) has no upstream graph to lose.
     cuts_history = isinstance(x, TensorValue) and x.grad is GradState.YES and not x.leaf
     if cuts_history and interp.grad_enabled and not raw.differentiable:

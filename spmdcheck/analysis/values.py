@@ -53,8 +53,13 @@ class RankValue(Value):
     varies: frozenset[str] | None = None
     invariant: frozenset[str] = frozenset()
 
+    @property
+    def unknown_relation(self) -> bool:
+        """A rank condition whose relation to any group is unknown (membership in a list): never divergent."""
+        return self.varies == frozenset() and not self.invariant
+
     def diverges_along(self, axis: str | None) -> bool:
-        if axis is not None and axis in self.invariant:
+        if axis == "<unnamed group>" or (axis is not None and axis in self.invariant):
             return False
         if self.varies is None:
             return axis is not None or not self.invariant
@@ -64,6 +69,8 @@ class RankValue(Value):
         """A value computed from this one and `other` (arithmetic, comparison, and/or)."""
         if not isinstance(other, RankValue):
             return self
+        if self.unknown_relation or other.unknown_relation:
+            return RankValue(frozenset())  # `rank in some_ranks and ...`: the relation to groups stays unknown
         varies = None if self.varies is None or other.varies is None else self.varies | other.varies
         return RankValue(varies, self.invariant & other.invariant)
 
