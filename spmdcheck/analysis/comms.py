@@ -12,6 +12,7 @@ from spmdcheck.analysis.ops import megatron_spelling, render_fix_call, short_nam
 from spmdcheck.analysis.typeexpr import axis_name, is_opaque_axis
 from spmdcheck.analysis.values import (
     UNKNOWN,
+    UNNAMED_GROUP,
     Literal,
     Seq,
     TensorValue,
@@ -52,11 +53,6 @@ def resolve_axis(interp: Analysis, value: Value | None, node: cst.CSTNode | None
         )
         return None
     return name
-
-
-# The axis of a collective over a process group the checker cannot name: no rank condition is known to
-# split it (RankValue.diverges_along), so a condition around it is never reported.
-UNNAMED_GROUP = "<unnamed group>"
 
 
 def default_group_axis(interp: Analysis) -> str | None:

@@ -40,6 +40,11 @@ class PyNumber(Value):
 NUMBER = PyNumber()
 
 
+# The axis of a collective over a process group the checker cannot name (`dist.new_group(ranks)`): no rank
+# condition is known to split it, so a condition around it is never reported.
+UNNAMED_GROUP = "<unnamed group>"
+
+
 @dataclass(frozen=True)
 class RankValue(Value):
     """A Python value that differs across ranks (dist.get_rank(), and anything computed from it).
@@ -59,7 +64,7 @@ class RankValue(Value):
         return self.varies == frozenset() and not self.invariant
 
     def diverges_along(self, axis: str | None) -> bool:
-        if axis == "<unnamed group>" or (axis is not None and axis in self.invariant):
+        if axis == UNNAMED_GROUP or (axis is not None and axis in self.invariant):
             return False
         if self.varies is None:
             return axis is not None or not self.invariant
