@@ -152,6 +152,10 @@ mesh_factory = _factory
 mesh_group = _factory
 spmd_api = _factory
 context = _factory
+# On a class: its objects are a per-axis SPMD type (`layout(types="axis_types", partition_spec=...)`).
+layout = _factory
+# On a class: its objects declare a module's sharding contract; the keywords name its fields.
+module_contract = _factory
 
 
 def is_known(value: Any) -> bool:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from spmdcheck.analysis import ops, spmd_api, transfer
+from spmdcheck.analysis import contracts, ops, spmd_api, transfer
 from spmdcheck.analysis.binding import Arg, bind
 from spmdcheck.analysis.findings import Finding
 from spmdcheck.analysis.typeexpr import TypeExprError, group_parameter, is_opaque_axis, type_dict
@@ -61,6 +61,9 @@ def _default_tensor_rule(qualname: str, method: bool) -> OpRule:
 def dispatch(interp: Interpreter, func: Value, args: list[Arg], node: cst.Call) -> Value:
     if isinstance(func, LocalMapValue):
         return spmd_api.call_local_map(interp, func, args, node)
+    declared = contracts.rule_of(interp, func)
+    if declared is not None:
+        return contracts.build(interp, declared, args, node)  # a layout or a module contract, read as data
     if isinstance(func, LazyImport):
         if not any(carries_types(v) for _, v, _ in args):
             return UNKNOWN  # a library function given nothing typed can produce no finding and no type
@@ -147,6 +150,7 @@ def _dict_view(d: DictValue, view: str) -> Value:
 def instantiate(interp: Interpreter, cls: ClassValue, args: list[Arg], node: cst.Call) -> Value:
     """`Cls(...)`: a new object, its `__init__` run with the call's arguments."""
     obj = InstanceValue(cls)
+    contracts.attach_from_call(interp, cls, args)
     init = cls.lookup("__init__")
     if isinstance(init, FunctionValue):
         call_function(interp, init, args, node, receiver=obj)

@@ -13,7 +13,7 @@ from typing import Protocol
 
 import libcst as cst
 
-from spmdcheck.analysis import calls, spmd_api
+from spmdcheck.analysis import calls, contracts, spmd_api
 from spmdcheck.analysis.context import FileContext
 from spmdcheck.analysis.findings import Finding
 from spmdcheck.analysis.values import (
@@ -24,10 +24,12 @@ from spmdcheck.analysis.values import (
     BuiltinValue,
     ClassValue,
     ContextValue,
+    ContractValue,
     DictValue,
     FunctionValue,
     Homogeneous,
     InstanceValue,
+    LayoutValue,
     LazyImport,
     Literal,
     MembersValue,
@@ -183,6 +185,8 @@ class Interpreter:
         self.summaries: dict[tuple, Summary] = {}
         self._models: dict[str, Scope | None] = {}  # stub path -> its @model definitions
         self._instances: dict[int, InstanceValue] = {}  # class id -> the instance its methods are checked on
+        self.contracts: dict[int, Value] = {}  # module class id -> the @module_contract object that reached it
+        self.checked_nodes: set[int] = set()  # functions already checked on their own (ids of their nodes)
 
     # ------------------------------------------------------------------ entry
     def run_module(self, module: cst.Module) -> None:
@@ -270,12 +274,21 @@ class Interpreter:
                 return
             if decor.grad_enabled is not None:
                 self.grad_enabled = decor.grad_enabled
+            self.checked_nodes.add(id(fn))
             receiver = self.instance_for(owner) if owner is not None and calls.takes_self(fn) else None
+            contract = contracts.for_forward(self, owner, fn)
+            if contract is not None:
+                contracts.typed_state(receiver, contract)
             for param, value in calls.parameter_values(self, fn, decor, None, receiver):
+                if contract is not None and param in contract.params and not _is_tensor(value):
+                    value = TensorValue(SpmdType(contract.params[param]), GradState.UNKNOWN, None)
                 self.frame.env[param] = value
                 self.ctx.bound(param, value, _param_name(fn, param))
             self.exec_block(_body(fn))
             calls.check_returns(self, fn, decor, self.frame.returns)
+            if contract is not None and contract.returns:
+                for value, node in self.frame.returns:
+                    calls.check_declared(self, value, contract.returns, node, "SPMD402", "returned value (out_src)")
         finally:
             self.frame, self.grad_enabled, self.mesh, self.checking = saved
             self.ctx, self.scope = restore
@@ -416,6 +429,7 @@ class Interpreter:
         bases = tuple(self.eval(arg.value) for arg in node.bases if arg.keyword is None and not arg.star)
         cls = ClassValue(node.name.value, node, self.scope, bases, {}, {})
         saved = self.frame
+        cls.outer = saved.owner if saved.function is None else None
         self.frame = Frame({}, saved.globals if saved.function is None else saved.globals, owner=cls)
         # names of the enclosing scope stay visible while the class body runs (they are globals there)
         if saved.function is not None:
@@ -432,6 +446,7 @@ class Interpreter:
             cls.namespace.update(self.frame.env)
         finally:
             self.frame = saved
+        contracts.attach_from_body(self, cls)
         self.frame.env[node.name.value] = cls
 
     def exec_import(self, node: cst.Import | cst.ImportFrom) -> None:
@@ -753,6 +768,7 @@ class Interpreter:
             calls.setitem(self, target, value, value_node)
         elif isinstance(target, cst.Attribute):
             owner = self.eval(target.value)
+            contracts.attach(self, owner, target.attr.value, value)
             if isinstance(owner, InstanceValue):
                 declared = owner.cls.declared_type(target.attr.value)
                 if declared and value_node is not None:
@@ -885,6 +901,8 @@ class Interpreter:
             return BoundMethod(base, qual)
         if isinstance(base, MeshValue):
             return BoundMethod(base, f"torch.distributed.device_mesh.DeviceMesh.{attr}")
+        if isinstance(base, (ContractValue, LayoutValue)):
+            return contracts.field(base, attr)
         if isinstance(base, DictValue) and attr in ("values", "items", "keys"):
             return BoundMethod(base, f"builtins.dict.{attr}")
         return UNKNOWN

@@ -145,6 +145,12 @@ def _mapping(a: Analysis, rule: OpRule, bound: Bound, args: list[Arg], node: cst
     return comms.apply_mapping(a, rule, bound, node)
 
 
+def _declared_data(a: Analysis, rule: OpRule, bound: Bound, args: list[Arg], node: cst.CSTNode) -> Value:
+    from spmdcheck.analysis import contracts
+
+    return contracts.build(a, rule, args, node)  # type: ignore[arg-type]
+
+
 def _op(a: Analysis, rule: OpRule, bound: Bound, args: list[Arg], node: cst.CSTNode) -> Value:
     return ops.apply_op(a, rule, bound, node)
 
@@ -167,6 +173,8 @@ TRANSFER: dict[str, Transfer] = {
     "type_constant": _type_constant,
     "factory": _factory,
     "opaque": _opaque,
+    "layout": _declared_data,
+    "module_contract": _declared_data,
     "op": _op,
 }
 

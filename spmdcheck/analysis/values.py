@@ -180,6 +180,26 @@ class LocalMapValue(Value):
 
 
 @dataclass(frozen=True)
+class LayoutValue(Value):
+    """A per-axis SPMD type built by a @layout class (`SpmdLayout({DP: R, TP: S(0)})`): its type parts."""
+
+    parts: tuple[Value, ...]  # an axis -> type dict, and a PartitionSpec read as {axis: S(i)}
+    node: Any = field(default=None, compare=False, hash=False)
+
+
+@dataclass(frozen=True)
+class ContractValue(Value):
+    """A @module_contract object (`ShardingConfig(...)`): its fields by role, where it is written."""
+
+    rule: Any  # the ContractRule
+    fields: tuple[tuple[str, Value, Any], ...]  # (role, value, node of the argument)
+    node: Any = field(default=None, compare=False, hash=False)
+
+    def get(self, role: str) -> tuple[Value, Any] | None:
+        return next(((v, n) for r, v, n in self.fields if r == role), None)
+
+
+@dataclass(frozen=True)
 class ModuleRef(Value):
     """A name bound to a module or a module attribute: its qualified name."""
 
@@ -239,6 +259,7 @@ class ClassValue(Value):
     bases: tuple[Value, ...]
     namespace: dict[str, Value]
     declared: dict[str, Any]  # attribute -> declared SPMD axes (class-level annotations)
+    outer: Any = None  # the class whose body defines this one (a module's nested `Config`)
 
     def mro(self) -> list[ClassValue]:
         out: list[ClassValue] = []
