@@ -36,6 +36,7 @@ from spmdcheck.analysis.values import (
     Seq,
     SuperValue,
     TensorValue,
+    TrustedForward,
     TypeValue,
     Value,
     carries_types,
@@ -103,6 +104,8 @@ def dispatch(interp: Interpreter, func: Value, args: list[Arg], node: cst.Call) 
         return call_function(interp, func, args, node)
     if isinstance(func, MethodValue):
         return call_function(interp, func.func, args, node, receiver=func.receiver)
+    if isinstance(func, TrustedForward):
+        return _trusted_forward(interp, func, args, node)
     if isinstance(func, ClassValue):
         return instantiate(interp, func, args, node)
     if isinstance(func, Chain) and len(args) == 1:
@@ -136,6 +139,31 @@ def dispatch(interp: Interpreter, func: Value, args: list[Arg], node: cst.Call) 
 
 # Builtins whose result differs across ranks when an argument does (`range(rank)` as a loop bound).
 RANK_PRESERVING_BUILTINS = frozenset({"range", "int", "float", "min", "max", "abs", "bool", "divmod", "round"})
+
+
+def _trusted_forward(interp: Interpreter, func: TrustedForward, args: list[Arg], node: cst.Call) -> Value:
+    """An autograd Function's forward under its typecheck_forward: run unchecked on the asserted inputs.
+
+    Its result keeps only what its forward values say: a pending sum, a varying or sharded value. R and I
+    differ only in their gradients, which the Function's own backward decides, so those axes are left for
+    typecheck_forward's assert on the result to declare.
+    """
+    saved = interp.checking
+    interp.checking = False
+    try:
+        result = call_function(interp, func.method.func, args, node, receiver=func.method.receiver)
+    finally:
+        interp.checking = saved
+    return _forward_values(result)
+
+
+def _forward_values(value: Value) -> Value:
+    if isinstance(value, TensorValue):
+        axes = {a: t for a, t in value.type.items() if t.kind not in (Kind.R, Kind.I)}
+        return TensorValue(SpmdType(axes), value.grad, value.rank, opaque=value.opaque or not axes)
+    if isinstance(value, Seq):
+        return Seq(tuple(_forward_values(v) for v in value.items), value.is_list)
+    return UNKNOWN
 
 
 def _dict_view(d: DictValue, view: str) -> Value:

@@ -42,6 +42,7 @@ from spmdcheck.analysis.values import (
     Seq,
     SuperValue,
     TensorValue,
+    TrustedForward,
     TypeValue,
     Unknown,
     Value,
@@ -930,10 +931,14 @@ class Interpreter:
             if found is None and attr == "apply":
                 # spmd_types' typecheck_forward, when the class has one, is the typed signature of `apply`
                 # (not re-entered from its own body); otherwise `Fn.apply(x)` runs forward, `ctx` unknown.
+                # Inside typecheck_forward, its `Cls.apply(...)` runs forward on the asserted inputs, and what
+                # typecheck_forward then asserts on the result checks forward's output.
                 hook = spmd_api.autograd_apply(base, [self.frame.function, *self.inline_stack])
-                if hook is not UNKNOWN or base.lookup("typecheck_forward") is not None:
+                if hook is not UNKNOWN:
                     return hook
                 forward = base.lookup("forward")
+                if isinstance(forward, FunctionValue) and base.lookup("typecheck_forward") is not None:
+                    return TrustedForward(MethodValue(forward, UNKNOWN))
                 if isinstance(forward, FunctionValue):
                     return MethodValue(forward, UNKNOWN)
             return found if found is not None else UNKNOWN

@@ -305,6 +305,14 @@ class MethodValue(Value):
 
 
 @dataclass(frozen=True)
+class TrustedForward(Value):
+    """`Cls.apply` inside an autograd Function's `typecheck_forward`: its `forward` run as spmd_types runs it,
+    unchecked (its backward is its own), only to see what it returns."""
+
+    method: MethodValue
+
+
+@dataclass(frozen=True)
 class SuperValue(Value):
     """`super()` inside a method of `cls`."""
 
