@@ -83,6 +83,8 @@ _INERT_FIELDS = frozenset(
         "source",
         "spmd_api",
         "context",
+        "assumed",  # a constant the checker assumes (get_spmd_backend()): it makes no type
+        "instance_test",  # isinstance(t, DTensor) of a typed tensor: it makes no type
     }
 )
 # spmd_types API handlers that only read a type that is already there (backward checks the loss).

@@ -16,6 +16,7 @@ from spmdcheck.analysis.values import (
     NUMBER,
     UNKNOWN,
     Alternatives,
+    Assumed,
     BoundMethod,
     BuiltinValue,
     Chain,
@@ -122,6 +123,8 @@ def dispatch(interp: Interpreter, func: Value, args: list[Arg], node: cst.Call) 
         owner, receiver = interp.frame.owner, _receiver_of(interp)
         if owner is not None and receiver is not None:
             return SuperValue(owner, receiver)
+    if isinstance(func, BuiltinValue) and func.name == "isinstance" and len(args) == 2:
+        return _isinstance(interp, args[0][1], args[1][1])
     if isinstance(func, BuiltinValue) and func.name in ("tuple", "list") and len(args) == 1 and args[0][0] is None:
         items = args[0][1]
         if isinstance(items, Seq):
@@ -139,6 +142,22 @@ def dispatch(interp: Interpreter, func: Value, args: list[Arg], node: cst.Call) 
 
 # Builtins whose result differs across ranks when an argument does (`range(rank)` as a loop bound).
 RANK_PRESERVING_BUILTINS = frozenset({"range", "int", "float", "min", "max", "abs", "bool", "divmod", "round"})
+
+
+def _isinstance(interp: Interpreter, value: Value, classes: Value) -> Value:
+    """`isinstance(t, DTensor)` for a tensor the checker types: what the stubs declare (@instance_test)."""
+    if not (isinstance(value, TensorValue) and value.typed and not value.opaque):
+        return UNKNOWN
+    answers = set()
+    for cls in classes.items if isinstance(classes, Seq) else (classes,):
+        rule = None
+        if isinstance(cls, ModuleRef):
+            registry = interp.ctx.registry
+            rule = registry.lookup(registry.resolve_alias(cls.qualname))
+        if rule is None or rule.instance_test is None:
+            return UNKNOWN
+        answers.add(rule.instance_test)
+    return Assumed(True in answers) if answers else UNKNOWN
 
 
 def _trusted_forward(interp: Interpreter, func: TrustedForward, args: list[Arg], node: cst.Call) -> Value:

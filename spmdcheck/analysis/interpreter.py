@@ -20,6 +20,7 @@ from spmdcheck.analysis.values import (
     NONE,
     UNKNOWN,
     Alternatives,
+    Assumed,
     BoundMethod,
     BuiltinValue,
     ClassValue,
@@ -91,6 +92,7 @@ _BUILTINS: dict[str, Value] = {
     "False": Literal(False),
     "None": NONE,
     "super": BuiltinValue("super"),
+    "isinstance": BuiltinValue("isinstance"),
     "tuple": BuiltinValue("tuple"),
     "list": BuiltinValue("list"),
     **{name: BuiltinValue(name) for name in calls.RANK_PRESERVING_BUILTINS},
@@ -544,7 +546,7 @@ class Interpreter:
         self.last_test = test
 
     def _exec_if(self, node: cst.If, test: Value) -> None:
-        if isinstance(test, Literal) and self.inline_stack:
+        if isinstance(test, Literal) and (self.inline_stack or isinstance(test, Assumed)):
             # In a call with known arguments a constant condition picks its branch (a `reduce_results=True`
             # default selects the reduction). Functions checked on their own keep both branches: there a
             # module constant stands for a setting that may change.
@@ -987,7 +989,7 @@ class Interpreter:
     def eval_UnaryOperation(self, node: cst.UnaryOperation) -> Value:
         operand = self.eval(node.expression)
         if isinstance(node.operator, cst.Not) and isinstance(operand, Literal):
-            return Literal(not operand.value)
+            return type(operand)(not operand.value)
         if isinstance(node.operator, cst.Minus) and isinstance(operand, (TensorValue, Alternatives)):
             return calls.call_method(self, operand, f"{TENSOR}.__neg__", [], node, receiver_node=node.expression)
         if (
@@ -1023,6 +1025,8 @@ class Interpreter:
                 result = right.combine(result) if isinstance(result, RankValue) else right
             elif isinstance(left, Literal) and isinstance(right, Literal) and len(node.comparisons) == 1:
                 result = _fold_comparison(target.operator, left.value, right.value)
+                if isinstance(result, Literal) and (isinstance(left, Assumed) or isinstance(right, Assumed)):
+                    result = Assumed(result.value)
             if dunder and isinstance(left, (TensorValue, Alternatives)):
                 result = calls.call_method(
                     self, left, f"{TENSOR}.{dunder}", [(None, right, target.comparator)], node, receiver_node=node.left
@@ -1036,6 +1040,8 @@ class Interpreter:
             if isinstance(node.operator, cst.And):
                 return left if not left.value else right
             return left if left.value else right
+        if isinstance(left, Assumed) and bool(left.value) is not isinstance(node.operator, cst.And):
+            return left  # `False and x`, `True or x`: decided by the assumed constant
         if isinstance(left, RankValue):
             return left.combine(right)
         return right if isinstance(right, RankValue) else UNKNOWN

@@ -33,6 +33,13 @@ NONE = Literal(None)
 
 
 @dataclass(frozen=True)
+class Assumed(Literal):
+    """A constant the checker assumes because a stub declares it: the configuration it checks under
+    (`get_spmd_backend()` is "spmd_types", `is_type_checking()` is True, a local tensor is no DTensor).
+    Unlike a module constant, it picks its branch even in a function checked on its own."""
+
+
+@dataclass(frozen=True)
 class PyNumber(Value):
     """A Python number whose value is not known statically (x.size(0), dist.get_world_size())."""
 

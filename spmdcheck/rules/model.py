@@ -170,6 +170,8 @@ class OpRule:
     const_type: str | None = None  # a type constant: R, I, V, P
     const_str: str | None = None  # a string constant (an enum member naming a mesh axis: `DP = "dp"`)
     alias_of: str | None = None
+    assumed: tuple[object] | None = None  # the call returns this constant, assumed (@assume_returns)
+    instance_test: bool | None = None  # a class: what isinstance(<a tensor the checker types>, it) is
     layout: LayoutRule | None = None  # a class building a per-axis type (@layout)
     contract: ContractRule | None = None  # a class declaring a module's sharding contract (@module_contract)
     source: str = ""  # stub file:line, for messages
@@ -179,6 +181,7 @@ class OpRule:
         """Which transfer function types a call of this rule (analysis/transfer.py), by priority."""
         for kind, present in (
             ("context", self.context is not None),
+            ("assumed", self.assumed is not None),
             ("layout", self.layout is not None),
             ("module_contract", self.contract is not None),
             ("spmd_api", self.spmd_api is not None),

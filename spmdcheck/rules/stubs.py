@@ -308,6 +308,9 @@ def _apply_decorator(rule: OpRule, name: str, args: list[object], kwargs: dict[s
     elif name == "mesh_group":
         rule.mesh_group_param = str(kwargs.get("param", args[0] if args else "mesh_dim"))
         rule.returns = Returns.VALUE
+    elif name == "assume_returns":
+        rule.assumed = (args[0] if args else kwargs.get("value"),)
+        rule.returns = Returns.VALUE
     elif name == "spmd_api":
         rule.spmd_api = str(args[0])
     elif name == "context":
@@ -475,6 +478,8 @@ def _class_rule(stmt: cst.ClassDef, cls: str, module: cst.Module, body: Sequence
         if name == "layout":
             types = str(kwargs.get("types", args[0] if args else "axis_types"))
             rule.layout = LayoutRule(types, kwargs.get("partition_spec"))  # type: ignore[arg-type]
+        elif name == "instance_test":
+            rule.instance_test = bool(args[0] if args else kwargs.get("value"))
         elif name == "module_contract":
             attach = kwargs.get("attach", ())
             fields = {k: kwargs.get(k) for k in ("state", "in_src", "in_dst", "out_src", "out_dst")}
