@@ -46,6 +46,7 @@ from spmdcheck.analysis.values import (
     alternatives_of,
     join,
 )
+from spmdcheck.frontend.guard import string_value
 from spmdcheck.lattice import AxisType, GradState, Kind, SpmdType
 from spmdcheck.program.graph import resolve_import
 from spmdcheck.rules.model import OpRule, Returns
@@ -1043,16 +1044,11 @@ class Interpreter:
         return Literal(complex(node.value.replace("_", "")))
 
     def eval_SimpleString(self, node: cst.SimpleString) -> Value:
-        try:
-            return Literal(node.evaluated_value)
-        except Exception:  # noqa: BLE001 - a string libcst cannot evaluate is just unknown
-            return UNKNOWN
+        value = string_value(node)
+        return Literal(value) if value is not None else UNKNOWN
 
     def eval_ConcatenatedString(self, node: cst.ConcatenatedString) -> Value:
-        try:
-            value = node.evaluated_value
-        except Exception:  # noqa: BLE001
-            return UNKNOWN
+        value = string_value(node)
         return Literal(value) if value is not None else UNKNOWN
 
     def eval_FormattedString(self, node: cst.FormattedString) -> Value:
