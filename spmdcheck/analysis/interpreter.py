@@ -13,7 +13,7 @@ from typing import Protocol
 
 import libcst as cst
 
-from spmdcheck.analysis import calls, spmd_api
+from spmdcheck.analysis import budget, calls, spmd_api
 from spmdcheck.analysis.context import FileContext
 from spmdcheck.analysis.findings import Finding
 from spmdcheck.analysis.values import (
@@ -336,6 +336,7 @@ class Interpreter:
                 return
 
     def exec_stmt(self, stmt: cst.CSTNode) -> None:
+        budget.tick()
         if isinstance(stmt, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
             for small in stmt.body:
                 self.exec_small(small, stmt)
