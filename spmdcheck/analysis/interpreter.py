@@ -13,7 +13,7 @@ from typing import Protocol
 
 import libcst as cst
 
-from spmdcheck.analysis import calls, contracts, spmd_api
+from spmdcheck.analysis import budget, calls, contracts, spmd_api
 from spmdcheck.analysis.context import FileContext
 from spmdcheck.analysis.findings import Finding
 from spmdcheck.analysis.values import (
@@ -50,6 +50,7 @@ from spmdcheck.analysis.values import (
     alternatives_of,
     join,
 )
+from spmdcheck.frontend.guard import string_value
 from spmdcheck.lattice import AxisType, GradState, Kind, SpmdType
 from spmdcheck.program.graph import resolve_import
 from spmdcheck.rules.model import OpRule, Returns
@@ -183,6 +184,9 @@ class Interpreter:
         self.divergent: list[tuple[RankValue, cst.CSTNode]] = []
         self.last_test: Value = UNKNOWN  # the condition of the `if` that just ran
         self.rank_branches = 0  # arms of rank-dependent `if`s being run (their collectives are compared)
+        # one log per `if` arm being run: the attribute writes made in it, with the value each replaced,
+        # so that the arms' objects can be joined like their variables
+        self.attr_logs: list[list[tuple[InstanceValue, str, Value | None]]] = []
         # the rank-dependent `if` that just ran and the tensors its arms computed differently (SPMD502)
         self.rank_specific: tuple[cst.CSTNode, list[str]] | None = None
         self.summaries: dict[tuple, Summary] = {}
@@ -351,6 +355,7 @@ class Interpreter:
                 return
 
     def exec_stmt(self, stmt: cst.CSTNode) -> None:
+        budget.tick()
         if isinstance(stmt, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
             for small in stmt.body:
                 self.exec_small(small, stmt)
@@ -566,18 +571,38 @@ class Interpreter:
         finally:
             self.rank_branches -= ranked
 
+    def set_attr(self, owner: InstanceValue, name: str, value: Value | None) -> None:
+        """Write an object's attribute (None: remove it), logged for the `if` arms being run."""
+        for log in self.attr_logs:
+            log.append((owner, name, owner.attrs.get(name)))
+        _put_attr(owner, name, value)
+
     def _exec_arms(self, node: cst.If, test: Value, ref: int, before: dict[str, Value], start: int) -> None:
-        self.exec_block(_body(node))
+        if_writes: list[tuple[InstanceValue, str, Value | None]] = []
+        self.attr_logs.append(if_writes)
+        try:
+            self.exec_block(_body(node))
+        finally:
+            self.attr_logs.pop()
         in_if = self.collectives[start:]
         after_if, if_ended = self.frame.env, self.frame.ended()
+        attrs_after_if = {(id(o), n): o.attrs.get(n) for o, n, _ in if_writes}
+        for owner, name, previous in reversed(if_writes):  # the else arm starts from the objects before the `if`
+            _put_attr(owner, name, previous)
         self.frame.env = dict(before)
         self.frame.exited = self.frame.jumped = False
         middle = len(self.collectives)
-        if node.orelse is not None:
-            if isinstance(node.orelse, cst.If):
-                self.exec_if(node.orelse)
-            else:
-                self.exec_block(_body(node.orelse))
+        else_writes: list[tuple[InstanceValue, str, Value | None]] = []
+        self.attr_logs.append(else_writes)
+        try:
+            if node.orelse is not None:
+                if isinstance(node.orelse, cst.If):
+                    self.exec_if(node.orelse)
+                else:
+                    self.exec_block(_body(node.orelse))
+        finally:
+            self.attr_logs.pop()
+        self._join_attrs(if_writes, attrs_after_if, else_writes, ref)
         in_else = self.collectives[middle:]
         if isinstance(test, RankValue):
             self._check_rank_branch(node, test, in_if, in_else)
@@ -604,6 +629,26 @@ class Interpreter:
             else:
                 merged[name] = join(a, b, ref)
         self.frame.env = merged
+
+    def _join_attrs(
+        self,
+        if_writes: list[tuple[InstanceValue, str, Value | None]],
+        after_if: dict[tuple[int, str], Value | None],
+        else_writes: list[tuple[InstanceValue, str, Value | None]],
+        ref: int,
+    ) -> None:
+        """Each attribute an arm wrote: the join of its values after the two arms. An arm that ended
+        (return/raise) is joined too: its writes may reach a caller, and a join only loses precision."""
+        before: dict[tuple[int, str], tuple[InstanceValue, str, Value | None]] = {}
+        for owner, name, previous in if_writes + else_writes:
+            before.setdefault((id(owner), name), (owner, name, previous))
+        for key, (owner, name, previous) in before.items():
+            a = after_if.get(key, previous)
+            b = owner.attrs.get(name)
+            if a is b:
+                continue
+            # an attribute set on one path only: unknown after the `if` (reading it may fail on the other)
+            self.set_attr(owner, name, join(a, b, ref) if a is not None and b is not None else UNKNOWN)
 
     def _rank_specific_tensors(self, test: RankValue, after_if: dict, after_else: dict) -> list[str]:
         """(preview, SPMD502) Tensors computed differently on the two sides of a rank-dependent `if`.
@@ -776,7 +821,7 @@ class Interpreter:
                 declared = owner.cls.declared_type(target.attr.value)
                 if declared and value_node is not None:
                     value = calls.check_declared(self, value, declared, value_node, "SPMD401", "annotated attribute")
-                owner.attrs[target.attr.value] = value
+                self.set_attr(owner, target.attr.value, value)
                 self.ctx.bound(self.ctx.code_of(target), value, target)
                 return
             key = _attr_path(target)
@@ -821,7 +866,7 @@ class Interpreter:
         elif isinstance(node, cst.Attribute):
             owner = self._object_of(node.value)
             if isinstance(owner, InstanceValue):
-                owner.attrs[node.attr.value] = value
+                self.set_attr(owner, node.attr.value, value)
                 return
             key = _attr_path(node)
             if key is not None:
@@ -1072,16 +1117,11 @@ class Interpreter:
         return Literal(complex(node.value.replace("_", "")))
 
     def eval_SimpleString(self, node: cst.SimpleString) -> Value:
-        try:
-            return Literal(node.evaluated_value)
-        except Exception:  # noqa: BLE001 - a string libcst cannot evaluate is just unknown
-            return UNKNOWN
+        value = string_value(node)
+        return Literal(value) if value is not None else UNKNOWN
 
     def eval_ConcatenatedString(self, node: cst.ConcatenatedString) -> Value:
-        try:
-            value = node.evaluated_value
-        except Exception:  # noqa: BLE001
-            return UNKNOWN
+        value = string_value(node)
         return Literal(value) if value is not None else UNKNOWN
 
     def eval_FormattedString(self, node: cst.FormattedString) -> Value:
@@ -1198,6 +1238,13 @@ class Interpreter:
         assumed = self.mesh == self.ctx.options.mesh and not self.ctx.imports_spmd_types
         axes = {a: AxisType(Kind.R) for a in self.mesh} if typed and not assumed else {}
         return TensorValue(SpmdType(axes), grad, rank)
+
+
+def _put_attr(owner: InstanceValue, name: str, value: Value | None) -> None:
+    if value is None:
+        owner.attrs.pop(name, None)
+    else:
+        owner.attrs[name] = value
 
 
 def _body(node: cst.CSTNode) -> Sequence[cst.CSTNode]:
