@@ -67,6 +67,10 @@ def dispatch(interp: Interpreter, func: Value, args: list[Arg], node: cst.Call) 
     if declared is not None:
         return contracts.build(interp, declared, args, node)  # a layout or a module contract, read as data
     if isinstance(func, LazyImport):
+        registry = interp.ctx.registry
+        stubbed = registry.lookup(registry.resolve_alias(f"{func.module}.{func.name}"))
+        if stubbed is not None:
+            return apply_rule(interp, stubbed, args, node)  # a stub (or a config key) describes this helper
         if not any(carries_types(v) for _, v, _ in args):
             return UNKNOWN  # a library function given nothing typed can produce no finding and no type
         func = interp.resolve_lazy(func)
@@ -102,6 +106,9 @@ def dispatch(interp: Interpreter, func: Value, args: list[Arg], node: cst.Call) 
         receiver_node = node.func.value if isinstance(node.func, cst.Attribute) else node
         return apply_rule(interp, rule, [(None, func.receiver, receiver_node), *args], node)
     if isinstance(func, FunctionValue):
+        declared = _declared_rule(interp, func)
+        if declared is not None:
+            return apply_rule(interp, declared, args, node)  # a stub (or a config key) describes this helper
         return call_function(interp, func, args, node)
     if isinstance(func, MethodValue):
         return call_function(interp, func.func, args, node, receiver=func.receiver)
@@ -142,6 +149,18 @@ def dispatch(interp: Interpreter, func: Value, args: list[Arg], node: cst.Call) 
 
 # Builtins whose result differs across ranks when an argument does (`range(rank)` as a loop bound).
 RANK_PRESERVING_BUILTINS = frozenset({"range", "int", "float", "min", "max", "abs", "bool", "divmod", "round"})
+
+
+def _declared_rule(interp: Interpreter, func: FunctionValue) -> OpRule | None:
+    """A module-level function of the checked program that a stub describes: the stub's rule wins, as a
+    declaration does (torchtitan's `get_spmd_backend`, a project's `_tp_group_from_context`)."""
+    if func.owner is not None:
+        return None
+    module = getattr(getattr(func.scope, "ctx", None), "module_file", None)
+    if module is None or not module.name:
+        return None
+    registry = interp.ctx.registry
+    return registry.lookup(registry.resolve_alias(f"{module.name}.{func.qualname}"))
 
 
 def _isinstance(interp: Interpreter, value: Value, classes: Value) -> Value:
