@@ -7,7 +7,7 @@ delegates every call to `calls.dispatch`, which reads the rule registry.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -618,19 +618,26 @@ class Interpreter:
         after_if: dict[tuple[int, str], Value | None],
         else_writes: list[tuple[InstanceValue, str, Value | None]],
         ref: int,
-    ) -> None:
-        """Each attribute an arm wrote: the join of its values after the two arms. An arm that ended
-        (return/raise) is joined too: its writes may reach a caller, and a join only loses precision."""
+        widen: Callable[[Value], Value] | None = None,
+    ) -> bool:
+        """Each attribute an arm wrote: the join of its values after the two arms (the current values
+        are the second arm's). An arm that ended (return/raise) is joined too: its writes may reach a
+        caller, and a join only loses precision. Whether any attribute now differs from before."""
         before: dict[tuple[int, str], tuple[InstanceValue, str, Value | None]] = {}
         for owner, name, previous in if_writes + else_writes:
             before.setdefault((id(owner), name), (owner, name, previous))
+        changed = False
         for key, (owner, name, previous) in before.items():
             a = after_if.get(key, previous)
             b = owner.attrs.get(name)
-            if a is b:
-                continue
             # an attribute set on one path only: unknown after the `if` (reading it may fail on the other)
-            self.set_attr(owner, name, join(a, b, ref) if a is not None and b is not None else UNKNOWN)
+            merged = b if a is b else join(a, b, ref) if a is not None and b is not None else UNKNOWN
+            if widen is not None and merged is not None:
+                merged = widen(merged)
+            if merged is not b:
+                self.set_attr(owner, name, merged)
+            changed = changed or merged != previous
+        return changed
 
     def _rank_specific_tensors(self, test: RankValue, after_if: dict, after_else: dict) -> list[str]:
         """(preview, SPMD502) Tensors computed differently on the two sides of a rank-dependent `if`.
@@ -729,7 +736,12 @@ class Interpreter:
             before = dict(self.frame.env)
             if isinstance(node, cst.For):
                 self.assign(node.target, item, None)
-            self.exec_block(_body(node))
+            writes: list[tuple[InstanceValue, str, Value | None]] = []
+            self.attr_logs.append(writes)
+            try:
+                self.exec_block(_body(node))
+            finally:
+                self.attr_logs.pop()
             if self.frame.exited:  # the body returned: after the loop is the path where it did not
                 self.frame.env = before
             self.frame.exited = self.frame.jumped = False
@@ -739,7 +751,9 @@ class Interpreter:
             }
             merged = {n: _loop_widen(v) for n, v in merged.items()}
             self.frame.env = merged
-            if merged == before:
+            # the objects the body wrote: their attributes joined with the values before this pass
+            attrs_changed = self._join_attrs([], {}, writes, ref, _loop_widen)
+            if merged == before and not attrs_changed:
                 break
         if node.orelse is not None:
             self.exec_block(_body(node.orelse))
