@@ -364,23 +364,48 @@ class Interpreter:
             self.exec_small(stmt, None)
 
     def exec_try(self, node: cst.Try) -> None:
-        """Handlers run (approximately) from the state the body left; `finally` runs on every path."""
+        """The body (then `else`), or a handler started from a state the body may have reached, joined
+        after the statement; `finally` runs on every path.
+
+        An exception can leave the body after any statement: a handler starts from the join of the
+        states before and after the body (what the body changed is unknown there). Object attributes
+        are not rolled back: a handler sees the body's writes (an approximation)."""
+        entry = dict(self.frame.env)
         self.exec_block(_body(node))
         body_ended = self.frame.ended()
-        handlers_ended = []
-        for handler in node.handlers:
-            self.frame.exited = self.frame.jumped = False
-            self.exec_block(_body(handler))
-            handlers_ended.append(self.frame.ended())
-        self.frame.exited = self.frame.jumped = False
         if node.orelse is not None and not body_ended:
             self.exec_block(_body(node.orelse))
             body_ended = self.frame.ended()
+        after_body = self.frame.env
+        handler_start = {
+            n: join(entry.get(n, UNKNOWN), after_body.get(n, UNKNOWN)) for n in set(entry) | set(after_body)
+        }
+        ref = self.ctx.site(node)
+        merged: dict[str, Value] | None = None if body_ended else after_body
+        handlers_ended = []
+        for handler in node.handlers:
+            self.frame.env = dict(handler_start)
             self.frame.exited = self.frame.jumped = False
+            self.exec_block(_body(handler))
+            ended = self.frame.ended()
+            handlers_ended.append(ended)
+            if ended:
+                continue
+            if merged is None:
+                merged = self.frame.env
+            else:
+                after = self.frame.env
+                merged = {
+                    n: join(merged.get(n, UNKNOWN), after.get(n, UNKNOWN), ref) for n in set(merged) | set(after)
+                }
+        self.frame.env = merged if merged is not None else after_body
+        self.frame.exited = self.frame.jumped = False
         if node.finalbody is not None:
             self.exec_block(_body(node.finalbody))
         if body_ended == "exited" and all(e == "exited" for e in handlers_ended):
             self.frame.exited = True
+        elif body_ended and all(handlers_ended):
+            self.frame.jumped = True  # every path left by break/continue (or a mix with return/raise)
 
     def exec_small(self, small: cst.BaseSmallStatement, line: cst.SimpleStatementLine | None) -> None:
         if isinstance(small, cst.Expr):

@@ -51,3 +51,29 @@ def a_loop_reaches_the_attribute_fixed_point(p: Local["tp: P"], n: int):
     for _ in range(n):
         h.out = spmd.all_reduce(h.out, "tp", src=P, dst=R)  # error: SPMD302
     return h.out
+
+
+def a_handler_may_start_before_the_body_changed_anything(p: Local["tp: P"]):
+    try:
+        out = spmd.all_reduce(p, "tp", src=P, dst=R)
+    except RuntimeError:
+        out = p
+    return F.gelu(out)  # error: SPMD101
+
+
+def a_handler_that_reraises_does_not_reach_the_code_after(p: Local["tp: P"]):
+    try:
+        out = spmd.all_reduce(p, "tp", src=P, dst=R)
+    except RuntimeError:
+        out = p
+        raise
+    return F.gelu(out)
+
+
+def a_value_the_body_made_is_unknown_in_the_handler(p: Local["tp: P"]):
+    out = p
+    try:
+        out = spmd.all_reduce(p, "tp", src=P, dst=R)
+    except RuntimeError:
+        F.gelu(out)
+    return out
