@@ -7,7 +7,7 @@ delegates every call to `calls.dispatch`, which reads the rule registry.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -380,23 +380,48 @@ class Interpreter:
             self.exec_small(stmt, None)
 
     def exec_try(self, node: cst.Try) -> None:
-        """Handlers run (approximately) from the state the body left; `finally` runs on every path."""
+        """The body (then `else`), or a handler started from a state the body may have reached, joined
+        after the statement; `finally` runs on every path.
+
+        An exception can leave the body after any statement: a handler starts from the join of the
+        states before and after the body (what the body changed is unknown there). Object attributes
+        are not rolled back: a handler sees the body's writes (an approximation)."""
+        entry = dict(self.frame.env)
         self.exec_block(_body(node))
         body_ended = self.frame.ended()
-        handlers_ended = []
-        for handler in node.handlers:
-            self.frame.exited = self.frame.jumped = False
-            self.exec_block(_body(handler))
-            handlers_ended.append(self.frame.ended())
-        self.frame.exited = self.frame.jumped = False
         if node.orelse is not None and not body_ended:
             self.exec_block(_body(node.orelse))
             body_ended = self.frame.ended()
+        after_body = self.frame.env
+        handler_start = {
+            n: join(entry.get(n, UNKNOWN), after_body.get(n, UNKNOWN)) for n in set(entry) | set(after_body)
+        }
+        ref = self.ctx.site(node)
+        merged: dict[str, Value] | None = None if body_ended else after_body
+        handlers_ended = []
+        for handler in node.handlers:
+            self.frame.env = dict(handler_start)
             self.frame.exited = self.frame.jumped = False
+            self.exec_block(_body(handler))
+            ended = self.frame.ended()
+            handlers_ended.append(ended)
+            if ended:
+                continue
+            if merged is None:
+                merged = self.frame.env
+            else:
+                after = self.frame.env
+                merged = {
+                    n: join(merged.get(n, UNKNOWN), after.get(n, UNKNOWN), ref) for n in set(merged) | set(after)
+                }
+        self.frame.env = merged if merged is not None else after_body
+        self.frame.exited = self.frame.jumped = False
         if node.finalbody is not None:
             self.exec_block(_body(node.finalbody))
         if body_ended == "exited" and all(e == "exited" for e in handlers_ended):
             self.frame.exited = True
+        elif body_ended and all(handlers_ended):
+            self.frame.jumped = True  # every path left by break/continue (or a mix with return/raise)
 
     def exec_small(self, small: cst.BaseSmallStatement, line: cst.SimpleStatementLine | None) -> None:
         if isinstance(small, cst.Expr):
@@ -636,19 +661,26 @@ class Interpreter:
         after_if: dict[tuple[int, str], Value | None],
         else_writes: list[tuple[InstanceValue, str, Value | None]],
         ref: int,
-    ) -> None:
-        """Each attribute an arm wrote: the join of its values after the two arms. An arm that ended
-        (return/raise) is joined too: its writes may reach a caller, and a join only loses precision."""
+        widen: Callable[[Value], Value] | None = None,
+    ) -> bool:
+        """Each attribute an arm wrote: the join of its values after the two arms (the current values
+        are the second arm's). An arm that ended (return/raise) is joined too: its writes may reach a
+        caller, and a join only loses precision. Whether any attribute now differs from before."""
         before: dict[tuple[int, str], tuple[InstanceValue, str, Value | None]] = {}
         for owner, name, previous in if_writes + else_writes:
             before.setdefault((id(owner), name), (owner, name, previous))
+        changed = False
         for key, (owner, name, previous) in before.items():
             a = after_if.get(key, previous)
             b = owner.attrs.get(name)
-            if a is b:
-                continue
             # an attribute set on one path only: unknown after the `if` (reading it may fail on the other)
-            self.set_attr(owner, name, join(a, b, ref) if a is not None and b is not None else UNKNOWN)
+            merged = b if a is b else join(a, b, ref) if a is not None and b is not None else UNKNOWN
+            if widen is not None and merged is not None:
+                merged = widen(merged)
+            if merged is not b:
+                self.set_attr(owner, name, merged)
+            changed = changed or merged != previous
+        return changed
 
     def _rank_specific_tensors(self, test: RankValue, after_if: dict, after_else: dict) -> list[str]:
         """(preview, SPMD502) Tensors computed differently on the two sides of a rank-dependent `if`.
@@ -747,7 +779,12 @@ class Interpreter:
             before = dict(self.frame.env)
             if isinstance(node, cst.For):
                 self.assign(node.target, item, None)
-            self.exec_block(_body(node))
+            writes: list[tuple[InstanceValue, str, Value | None]] = []
+            self.attr_logs.append(writes)
+            try:
+                self.exec_block(_body(node))
+            finally:
+                self.attr_logs.pop()
             if self.frame.exited:  # the body returned: after the loop is the path where it did not
                 self.frame.env = before
             self.frame.exited = self.frame.jumped = False
@@ -757,7 +794,9 @@ class Interpreter:
             }
             merged = {n: _loop_widen(v) for n, v in merged.items()}
             self.frame.env = merged
-            if merged == before:
+            # the objects the body wrote: their attributes joined with the values before this pass
+            attrs_changed = self._join_attrs([], {}, writes, ref, _loop_widen)
+            if merged == before and not attrs_changed:
                 break
         if node.orelse is not None:
             self.exec_block(_body(node.orelse))
