@@ -124,6 +124,9 @@ def dispatch(interp: Interpreter, func: Value, args: list[Arg], node: cst.Call) 
     if isinstance(func, InstanceValue):
         call = func.cls.lookup("forward") if func.cls.lookup("__call__") is None else func.cls.lookup("__call__")
         if isinstance(call, FunctionValue):
+            routed = contracts.call_module(interp, func, call, args, node)
+            if routed is not None:
+                return routed  # a module contract: its wrapper redistributes the arguments and the output
             return call_function(interp, call, args, node, receiver=func)
         return UNKNOWN
     if isinstance(func, BuiltinValue) and func.name == "super":

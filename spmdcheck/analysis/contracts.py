@@ -11,7 +11,7 @@ layouts, its returned value against out_src.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -208,10 +208,12 @@ def attach_from_body(interp: Interpreter, cls: ClassValue) -> None:
 class MethodContract:
     """What a module contract says about its `forward`."""
 
-    params: dict[str, Axes]
+    params: dict[str, Axes]  # what forward receives (in_dst, else in_src)
     state: dict[str, Axes]
-    returns: Axes | None
+    returns: Axes | None  # out_src
     where: cst.CSTNode | None
+    sources: dict[str, Axes] = field(default_factory=dict)  # what the caller must pass (in_src)
+    delivered: Axes | None = None  # what the caller receives (out_dst, else out_src)
 
 
 def for_forward(interp: Interpreter, owner: ClassValue | None, fn: cst.FunctionDef) -> MethodContract | None:
@@ -221,21 +223,61 @@ def for_forward(interp: Interpreter, owner: ClassValue | None, fn: cst.FunctionD
     if contract is None:
         return None
     params: dict[str, Axes] = {}
+    sources: dict[str, Axes] = {}
     for role in ("in_src", "in_dst"):  # dst where given, else src
-        field = contract.get(role)
-        for name, layout in named_layouts(field[0] if field else None).items():
+        written = contract.get(role)
+        for name, layout in named_layouts(written[0] if written else None).items():
             axes = layout_axes(interp, layout)
             if axes:
                 params[name] = axes
+                if role == "in_src":
+                    sources[name] = axes
     state: dict[str, Axes] = {}
-    field = contract.get("state")
-    for name, layout in named_layouts(field[0] if field else None).items():
+    written = contract.get("state")
+    for name, layout in named_layouts(written[0] if written else None).items():
         axes = layout_axes(interp, layout)
         if axes:
             state[name] = axes
-    out = contract.get("out_src")
+    out, dst = contract.get("out_src"), contract.get("out_dst")
     returns = layout_axes(interp, out[0]) if out is not None else None
-    return MethodContract(params, state, returns, contract.node)
+    delivered = layout_axes(interp, dst[0]) if dst is not None else returns
+    return MethodContract(params, state, returns, contract.node, sources, delivered)
+
+
+def call_module(
+    interp: Interpreter, module: InstanceValue, forward: FunctionValue, args: list[Arg], node: cst.CSTNode
+) -> Value | None:
+    """`self.w2(h)` on a module with a contract, as its `parallelize` wrapper runs it: each argument must be
+    its in_src layout (SPMD403 here), forward receives the in_dst layout, the caller gets out_dst. None: the
+    module has no contract the checker knows."""
+    from spmdcheck.analysis import calls, spmd_api
+
+    contract = for_forward(interp, module.cls, forward.node)
+    if contract is None:
+        return None
+    typed_state(module, contract)
+    names = [p.name.value for p in (*forward.node.params.posonly_params, *forward.node.params.params)][1:]
+    routed: list[Arg] = []
+    position = 0
+    for keyword, value, arg_node in args:
+        name = keyword if keyword not in (None, "*") else None
+        if keyword is None:
+            name = names[position] if position < len(names) else None
+            position += 1
+        if name in contract.sources and isinstance(value, TensorValue):
+            spmd_api.refine(
+                interp, value, contract.sources[name], arg_node, "SPMD403", f"argument `{name}` (the contract's in_src)"
+            )
+        if name in contract.params and (value is UNKNOWN or isinstance(value, TensorValue)):
+            grad = value.grad if isinstance(value, TensorValue) else GradState.UNKNOWN
+            rank = value.rank if isinstance(value, TensorValue) else None
+            value = TensorValue(SpmdType(contract.params[name]), grad, rank)
+        routed.append((keyword, value, arg_node))
+    result = calls.call_function(interp, forward, routed, node, receiver=module)
+    if contract.delivered and (result is UNKNOWN or isinstance(result, TensorValue)):
+        grad = result.grad if isinstance(result, TensorValue) else GradState.UNKNOWN
+        return TensorValue(SpmdType(contract.delivered), grad, None)
+    return result
 
 
 def typed_state(receiver: Value, contract: MethodContract) -> None:
