@@ -44,7 +44,7 @@ from spmdcheck.analysis.values import (
     join,
 )
 from spmdcheck.lattice import AxisType, GradState, Kind, Linearity, SpmdType
-from spmdcheck.rules.model import OpRule, Param, ParamRole
+from spmdcheck.rules.model import OpRule, Param, ParamRole, Returns
 from spmdcheck.rules.typespec import TypeSpecError, parse_type_spec
 
 if TYPE_CHECKING:
@@ -68,7 +68,7 @@ def dispatch(interp: Interpreter, func: Value, args: list[Arg], node: cst.Call) 
         return contracts.build(interp, declared, args, node)  # a layout or a module contract, read as data
     if isinstance(func, LazyImport):
         registry = interp.ctx.registry
-        stubbed = registry.lookup(registry.resolve_alias(f"{func.module}.{func.name}"))
+        stubbed = _declaration(registry.lookup(registry.resolve_alias(f"{func.module}.{func.name}")))
         if stubbed is not None:
             return apply_rule(interp, stubbed, args, node)  # a stub (or a config key) describes this helper
         if not any(carries_types(v) for _, v, _ in args):
@@ -163,7 +163,15 @@ def _declared_rule(interp: Interpreter, func: FunctionValue) -> OpRule | None:
     if module is None or not module.name:
         return None
     registry = interp.ctx.registry
-    return registry.lookup(registry.resolve_alias(f"{module.name}.{func.qualname}"))
+    return _declaration(registry.lookup(registry.resolve_alias(f"{module.name}.{func.qualname}")))
+
+
+def _declaration(rule: OpRule | None) -> OpRule | None:
+    """A stub rule that stands for checked code: not a @model (whose body is the checked code's stand-in
+    anyway) nor a plain class entry (the class's own body builds its objects)."""
+    if rule is None or rule.model_path is not None or (rule.opaque and rule.returns is Returns.VALUE):
+        return None
+    return rule
 
 
 def _isinstance(interp: Interpreter, value: Value, classes: Value) -> Value:
