@@ -110,6 +110,8 @@ def dispatch(interp: Interpreter, func: Value, args: list[Arg], node: cst.Call) 
         if declared is not None:
             return apply_rule(interp, declared, args, node)  # a stub (or a config key) describes this helper
         return call_function(interp, func, args, node)
+    if isinstance(func, contracts.ConfigBuilder):
+        return contracts.build_module(interp, func) or UNKNOWN  # `config.w1.build()`: a typed field's module
     if isinstance(func, MethodValue):
         return call_function(interp, func.func, args, node, receiver=func.receiver)
     if isinstance(func, TrustedForward):
@@ -672,8 +674,12 @@ def parameter_values(
                 value = TensorValue(SpmdType(declared), GradState.UNKNOWN, None) if declared else UNKNOWN
                 if args is None and p.annotation is not None:
                     value = group_parameter(name, interp.ctx.code_of(p.annotation.annotation)) or value
+                if value is UNKNOWN:
+                    value = contracts.config_parameter(interp, p.annotation, receiver, interp.frame.owner) or value
         else:
             value = given[0]
+            if value is UNKNOWN:  # a module's config object, known by its annotation only
+                value = contracts.config_parameter(interp, p.annotation, receiver, interp.frame.owner) or value
             if declared:
                 checked = check_declared(interp, value, declared, given[1], "SPMD403", f"argument `{name}`")
                 # like mypy: past a reported mismatch, the body sees the declared type

@@ -12,6 +12,7 @@ layouts, its returned value against out_src.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from dataclasses import field as _dc_field
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -177,6 +178,9 @@ def attach(interp: Interpreter, owner: Value, attr: str, value: Value) -> None:
     """`obj.<attr> = contract`, `Cls.Config(<attr>=contract)`, `<attr> = contract` in a class body."""
     if not isinstance(value, ContractValue) or attr not in value.rule.attach:
         return
+    if isinstance(owner, InstanceValue) and id(owner) in _slots(interp).slot_of:
+        _attach_slot(interp, owner, value)  # the config of one field: its module only, not every one of its class
+        return
     cls = owner.cls if isinstance(owner, InstanceValue) else owner
     if not isinstance(cls, ClassValue):
         return
@@ -222,6 +226,10 @@ def for_forward(interp: Interpreter, owner: ClassValue | None, fn: cst.FunctionD
     contract = next((interp.contracts[id(c)] for c in owner.mro() if id(c) in interp.contracts), None)
     if contract is None:
         return None
+    return method_contract(interp, contract)
+
+
+def method_contract(interp: Interpreter, contract: ContractValue) -> MethodContract:
     params: dict[str, Axes] = {}
     sources: dict[str, Axes] = {}
     for role in ("in_src", "in_dst"):  # dst where given, else src
@@ -252,7 +260,11 @@ def call_module(
     module has no contract the checker knows."""
     from spmdcheck.analysis import calls, spmd_api
 
-    contract = for_forward(interp, module.cls, forward.node)
+    from_slot = slot_contract(interp, module) if forward.node.name.value == "forward" else None
+    if from_slot is not None:
+        contract: MethodContract | None = method_contract(interp, from_slot)
+    else:
+        contract = for_forward(interp, module.cls, forward.node)
     if contract is None:
         return None
     typed_state(module, contract)
@@ -274,6 +286,9 @@ def call_module(
             value = TensorValue(SpmdType(contract.params[name]), grad, rank)
         routed.append((keyword, value, arg_node))
     result = calls.call_function(interp, forward, routed, node, receiver=module)
+    if from_slot is not None and contract.returns and isinstance(result, TensorValue):
+        # forward of a field's module is checked here, on its slot's contract, not on its own
+        calls.check_declared(interp, result, contract.returns, node, "SPMD402", "module output (out_src)")
     if contract.delivered and (result is UNKNOWN or isinstance(result, TensorValue)):
         grad = result.grad if isinstance(result, TensorValue) else GradState.UNKNOWN
         return TensorValue(SpmdType(contract.delivered), grad, None)
@@ -300,3 +315,190 @@ def field(value: ContractValue | LayoutValue, attr: str) -> Value:
             found = value.get(role)
             return found[0] if found is not None else Literal(None)
     return UNKNOWN
+
+
+# ----------------------------------------------------------------------------- typed config fields
+#
+# A module's nested config class (`FeedForward.Config`) is an object the checker can follow statically when its
+# fields are typed: `w1: Linear.Config` says that `cfg.w1` configures a `Linear`, and that the module built
+# from it (`config.w1.build()`, a builder the contract's stub names) is the one `self.w1` holds. A contract
+# set on `cfg.w1.sharding_config` anywhere (a parameter annotated with the config class, or the config object
+# itself) is recorded for the slot (declaring config class, field), and the module built from that slot carries
+# it. Two different contracts for one slot (two models setting it differently) leave it without one: unknown.
+
+Slot = tuple[int, str]  # (id of the config class declaring the field, field name)
+_AMBIGUOUS = object()
+
+
+@dataclass
+class ConfigSlots:
+    """What the analysis learnt about typed config fields (one per interpreter)."""
+
+    fields: dict[tuple[int, str], tuple[InstanceValue, InstanceValue]] = _dc_field(default_factory=dict)
+    slot_of: dict[int, Slot] = _dc_field(default_factory=dict)  # id(config object of a field) -> its slot
+    contracts: dict[Slot, object] = _dc_field(default_factory=dict)  # slot -> ContractValue (or _AMBIGUOUS)
+    built: dict[int, tuple[InstanceValue, Slot]] = _dc_field(default_factory=dict)  # id(module object) -> its slot
+    builders: frozenset[str] | None = None
+
+
+def _slots(interp: Interpreter) -> ConfigSlots:
+    state = getattr(interp, "config_slots", None)
+    if state is None:
+        state = ConfigSlots()
+        interp.config_slots = state  # type: ignore[attr-defined]
+    return state
+
+
+def is_config_class(cls: Value) -> bool:
+    """A class nested in a module class (the module's `Config`), or one deriving from such a class."""
+    return isinstance(cls, ClassValue) and any(c.outer is not None for c in cls.mro())
+
+
+def _class_in(interp: Interpreter, value: Value) -> ClassValue | None:
+    if isinstance(value, ClassValue) and is_config_class(value):
+        return value
+    return None
+
+
+def annotated_class(interp: Interpreter, ann: cst.BaseExpression, owner: ClassValue | None = None) -> ClassValue | None:
+    """The config class an annotation names: `Linear.Config`, `"Llama3Model.Config"`, `Config` (in a method of
+    the module), `FeedForward.Config | None`. None when it names something else or several classes."""
+    if isinstance(ann, (cst.SimpleString, cst.ConcatenatedString)):
+        text = ann.evaluated_value
+        if not isinstance(text, str):
+            return None
+        try:
+            ann = cst.parse_expression(text)
+        except cst.ParserSyntaxError:
+            return None
+    if isinstance(ann, cst.BinaryOperation) and isinstance(ann.operator, cst.BitOr):
+        parts = [p for p in (ann.left, ann.right) if not (isinstance(p, cst.Name) and p.value == "None")]
+        return annotated_class(interp, parts[0], owner) if len(parts) == 1 else None
+    if isinstance(ann, cst.Name) and owner is not None:
+        found = owner.lookup(ann.value)
+        if found is not None:
+            return _class_in(interp, found)
+    if not isinstance(ann, (cst.Name, cst.Attribute)):
+        return None
+    return _class_in(interp, interp.eval(ann))
+
+
+def config_parameter(
+    interp: Interpreter, ann: cst.Annotation | None, receiver: Value | None, owner: ClassValue | None
+) -> Value | None:
+    """A parameter annotated with a module's config class and given no value the checker knows: an object of
+    that class, its fields typed by their annotations (None: not such a parameter)."""
+    if ann is None:
+        return None
+    cls = receiver.cls if isinstance(receiver, InstanceValue) else owner
+    found = annotated_class(interp, ann.annotation, cls)
+    if found is None and cls is not owner:
+        found = annotated_class(interp, ann.annotation, owner)
+    return InstanceValue(found) if found is not None else None
+
+
+def _field_annotation(cls: ClassValue, name: str) -> tuple[ClassValue, cst.BaseExpression] | None:
+    for c in cls.mro():
+        for stmt in c.node.body.body if isinstance(c.node.body, cst.IndentedBlock) else ():
+            for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ():
+                target = small.target if isinstance(small, cst.AnnAssign) else None
+                if isinstance(target, cst.Name) and target.value == name:
+                    return c, small.annotation.annotation  # type: ignore[union-attr]
+    return None
+
+
+def config_field(interp: Interpreter, base: InstanceValue, attr: str) -> Value | None:
+    """`cfg.w1` on a config object whose class types the field as another module's config class: one object
+    per (object, field), tagged with its slot. None: not such a field (the attribute reads as before)."""
+    if attr in base.attrs or not is_config_class(base.cls):
+        return None
+    state = _slots(interp)
+    if attr in _builders(interp) and id(base) in state.slot_of:
+        return ConfigBuilder(base)
+    memo = state.fields.get((id(base), attr))
+    if memo is not None:
+        return memo[1]
+    declared = _field_annotation(base.cls, attr)
+    if declared is None:
+        return None
+    declaring, ann = declared
+    scope = declaring.scope
+    saved = interp.frame
+    restore = interp.enter_scope(scope) if scope is not None else None
+    try:
+        from spmdcheck.analysis.interpreter import Frame
+
+        interp.frame = Frame({}, scope.globals if scope is not None else saved.globals)
+        cls = annotated_class(interp, ann, declaring)
+    finally:
+        interp.frame = saved
+        if restore is not None:
+            interp.ctx, interp.scope = restore
+    if cls is None:
+        return None
+    child = InstanceValue(cls)
+    state.fields[(id(base), attr)] = (base, child)
+    state.slot_of[id(child)] = (id(declaring), attr)
+    return child
+
+
+def _attach_slot(interp: Interpreter, owner: InstanceValue, value: ContractValue) -> None:
+    state = _slots(interp)
+    slot = state.slot_of.get(id(owner))
+    if slot is None:
+        return
+    have = state.contracts.get(slot)
+    if have is _AMBIGUOUS or have == value:
+        return
+    state.contracts[slot] = value if have is None else _AMBIGUOUS
+    # modules already checked with an object built from this slot: check their forward again
+    for built in list(interp._instances.values()):
+        if any(state.built.get(id(v), (None, None))[1] == slot for v in built.attrs.values()):
+            forward = built.cls.lookup("forward")
+            if isinstance(forward, FunctionValue) and id(forward.node) in interp.checked_nodes:
+                interp.functions.append((forward.node, forward.scope, built.cls))
+
+
+def _builders(interp: Interpreter) -> frozenset[str]:
+    state = _slots(interp)
+    if state.builders is None:
+        names: set[str] = set()
+        for rule in interp.ctx.registry.rules.values():
+            if rule.contract is not None:
+                names.update(rule.contract.build)
+        state.builders = frozenset(names)
+    return state.builders
+
+
+@dataclass(frozen=True, eq=False)
+class ConfigBuilder(Value):
+    """`config.w1.build`: the builder of the module a typed config field configures."""
+
+    config: InstanceValue
+
+
+def build_module(interp: Interpreter, method: Value) -> Value | None:
+    """`config.w1.build()` on a config object of a typed field: the module its class configures (its outer
+    class), built as its methods are checked, and tagged with the field's slot. None: not such a call."""
+    if not isinstance(method, ConfigBuilder):
+        return None
+    config = method.config
+    module_cls = next((c.outer for c in config.cls.mro() if c.outer is not None), None)
+    if not isinstance(module_cls, ClassValue) or module_cls.lookup("forward") is None:
+        return None
+    slot = _slots(interp).slot_of.get(id(config))
+    if slot is None:
+        return None
+    module = interp.instance_for(module_cls)
+    _slots(interp).built[id(module)] = (module, slot)
+    return module
+
+
+def slot_contract(interp: Interpreter, module: InstanceValue) -> ContractValue | None:
+    """The contract of the slot a module object was built from (None when none or several reached it)."""
+    state = _slots(interp)
+    entry = state.built.get(id(module))
+    if entry is None:
+        return None
+    found = state.contracts.get(entry[1])
+    return found if isinstance(found, ContractValue) else None

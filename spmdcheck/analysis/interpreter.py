@@ -1003,6 +1003,9 @@ class Interpreter:
         if isinstance(base, InstanceValue):
             if attr in base.attrs:
                 return base.attrs[attr]
+            typed_field = contracts.config_field(self, base, attr)  # `cfg.w1` typed `w1: Linear.Config`
+            if typed_field is not None:
+                return typed_field
             found = base.cls.lookup(attr)
             if isinstance(found, FunctionValue):
                 return MethodValue(found, base) if calls.takes_self(found.node) else found

@@ -34,7 +34,7 @@ from spmdcheck.rules.model import (
 )
 from spmdcheck.rules.stubs import Registry
 
-FORMAT = 2  # 2: layout, module contract, assumed constants, instance tests
+FORMAT = 3  # 2: layout, module contract, assumed constants, instance tests; 3: contract builders
 _CLASSES = {
     c.__name__: c
     for c in (

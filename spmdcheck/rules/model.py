@@ -121,6 +121,9 @@ class ContractRule:
     out_src: str | None = None  # the layout forward returns
     out_dst: str | None = None  # the layout the caller receives
     redistribute: str = "spmd_types.redistribute"  # the conversion whose rule judges each src -> dst pair
+    # methods of a module's nested config object that build the module (`cfg.build()`): the module built
+    # carries the contract that reached that config object (a typed config field names which one)
+    build: tuple[str, ...] = ()
 
 
 @dataclass

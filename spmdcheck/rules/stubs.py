@@ -482,12 +482,14 @@ def _class_rule(stmt: cst.ClassDef, cls: str, module: cst.Module, body: Sequence
             rule.instance_test = bool(args[0] if args else kwargs.get("value"))
         elif name == "module_contract":
             attach = kwargs.get("attach", ())
+            builders = kwargs.get("build", ())
             fields = {k: kwargs.get(k) for k in ("state", "in_src", "in_dst", "out_src", "out_dst")}
             if any(v is not None and not isinstance(v, str) for v in fields.values()):
                 raise StubError("module_contract(...) fields name constructor parameters: strings")
             rule.contract = ContractRule(
                 attach=(attach,) if isinstance(attach, str) else tuple(str(a) for a in attach),  # type: ignore[union-attr]
                 redistribute=str(kwargs.get("redistribute", "spmd_types.redistribute")),
+                build=(builders,) if isinstance(builders, str) else tuple(str(b) for b in builders),  # type: ignore[union-attr]
                 **fields,  # type: ignore[arg-type]
             )
     if (rule.layout is not None or rule.contract is not None) and init is not None:

@@ -6,6 +6,11 @@ or the module's `_sharding_config`) is applied by `Module.parallelize`: each inp
 `forward` runs on those (its parameters and buffers laid out by `state_shardings`), its output must be
 `out_src_shardings` and is redistributed to `out_dst_shardings`. The decorator below says which
 constructor field is which part of that contract; spmdcheck reads nothing else about torchtitan here.
+
+`Module.Config.build()` constructs the module a config object configures (its owner class) and hands it
+that config's `sharding_config`: `build` below. With typed config fields (`w1: Linear.Config` in
+`FeedForward.Config`) and `self.w1 = config.w1.build()`, a contract set on `cfg.w1.sharding_config`
+reaches the `Linear` held as `self.w1`, and only that one.
 """
 
 from typing import Any
@@ -22,6 +27,7 @@ from torchtitan.distributed.parallel_dims import SpmdLayout as SpmdLayout
     out_src="out_src_shardings",
     out_dst="out_dst_shardings",
     redistribute="spmd_types.redistribute",
+    build=("build",),
 )
 class ShardingConfig:
     def __init__(
