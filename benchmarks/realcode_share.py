@@ -164,6 +164,57 @@ class _Sites(cst.CSTVisitor):
                 self.sites.append((node, kind))
 
 
+def measure_program(
+    tree: pathlib.Path, mesh: tuple[str, ...], listing: list[str] | None = None
+) -> dict[str, collections.Counter]:
+    """The whole package as one program (what the command line does with a folder): calls, classes and
+    module contracts cross files."""
+    from spmdcheck.analysis.program import SourceUnit, analyze_program
+    from spmdcheck.program.graph import build_graph, module_name_for
+
+    registry = load_registry(())
+    units, sites, texts = [], [], {}
+    for path in sorted(tree.rglob("*.py")):
+        text = path.read_text(encoding="utf-8", errors="replace")
+        module = parse(text)
+        if not isinstance(module, cst.Module):
+            continue
+        texts[str(path)] = text
+        axes = frozenset(mesh_names_in(text))
+        units.append(SourceUnit(str(path), module, Options(mesh=mesh), module_name_for(str(path)), axes))
+        if "spmd" in text:
+            finder = _Sites()
+            module.visit(finder)
+            if finder.sites:
+                wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+                sites.append((path, wrapper, finder))
+    _events.clear()
+    _read.clear()
+    try:
+        analyze_program(units, registry, build_graph(texts))
+    except Exception as exc:  # noqa: BLE001 - a crash is counted, the measurement goes on
+        print(f"crash: {type(exc).__name__}: {exc}", file=sys.stderr)
+    totals: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+    for path, wrapper, finder in sites:
+        _count(finder, totals, tree, path, wrapper, listing)
+    return totals
+
+
+def _count(finder, totals, tree, path, wrapper, listing) -> None:  # noqa: ANN001
+    for node, kind in finder.sites:
+        c = totals[kind]
+        c["sites"] += 1
+        state = "unreached"
+        if id(node) in _events:
+            c["reached"] += 1
+            c["known"] += _events[id(node)]
+            c["read"] += id(node) in _read
+            state = "known" if _events[id(node)] else "unknown"
+        if listing is not None:
+            line = wrapper.resolve(PositionProvider)[node].start.line
+            listing.append(f"{state:9s} {kind:11s} {path.relative_to(tree)}:{line}")
+
+
 def measure(
     tree: pathlib.Path, mesh: tuple[str, ...], listing: list[str] | None = None
 ) -> dict[str, collections.Counter]:
@@ -188,18 +239,7 @@ def measure(
             analyze_module(module, registry, Options(mesh=mesh), mesh_names_in(text))
         except Exception as exc:  # noqa: BLE001 - a crash is counted, the measurement goes on
             print(f"crash in {path}: {type(exc).__name__}: {exc}", file=sys.stderr)
-        for node, kind in finder.sites:
-            c = totals[kind]
-            c["sites"] += 1
-            state = "unreached"
-            if id(node) in _events:
-                c["reached"] += 1
-                c["known"] += _events[id(node)]
-                c["read"] += id(node) in _read
-                state = "known" if _events[id(node)] else "unknown"
-            if listing is not None:
-                line = wrapper.resolve(PositionProvider)[node].start.line
-                listing.append(f"{state:9s} {kind:11s} {path.relative_to(tree)}:{line}")
+        _count(finder, totals, tree, path, wrapper, listing)
     return totals
 
 
@@ -208,6 +248,9 @@ def main() -> None:
     parser.add_argument("tree", nargs="?")
     parser.add_argument("--mesh", action="store_true", help="check with torchtitan's mesh axes configured")
     parser.add_argument("--list", action="store_true", help="print every site with its state")
+    parser.add_argument(
+        "--program", action="store_true", help="check the package as one program (as the command line does)"
+    )
     ns = parser.parse_args()
     import corpus
 
@@ -215,13 +258,13 @@ def main() -> None:
     tree = pathlib.Path(ns.tree) if ns.tree else corpus.ensure(titan)
     _install()
     listing: list[str] | None = [] if ns.list else None
-    totals = measure(tree, titan.mesh if ns.mesh else (), listing)
+    totals = (measure_program if ns.program else measure)(tree, titan.mesh if ns.mesh else (), listing)
     for entry in listing or ():
         print(entry)
     all_sites = sum(c["sites"] for c in totals.values())
     all_known = sum(c["known"] for c in totals.values())
     all_read = sum(c["read"] for c in totals.values())
-    print(f"{tree} (mesh: {'configured' if ns.mesh else 'none'})")
+    print(f"{tree} (mesh: {'configured' if ns.mesh else 'none'}; {'one program' if ns.program else 'file by file'})")
     for kind in ("assert_type", "local_map", "collective"):
         c = totals.get(kind, collections.Counter())
         print(

@@ -267,7 +267,10 @@ def call_module(
         contract = for_forward(interp, module.cls, forward.node)
     if contract is None:
         return None
-    typed_state(module, contract)
+    if from_slot is None:
+        # a field's module keeps its own state: its buffers (a RoPE cache) are often re-laid out inside local
+        # regions the checker reads less precisely than spmd_types, and a typed buffer there gives false errors
+        typed_state(module, contract)
     names = [p.name.value for p in (*forward.node.params.posonly_params, *forward.node.params.params)][1:]
     routed: list[Arg] = []
     position = 0
@@ -286,9 +289,6 @@ def call_module(
             value = TensorValue(SpmdType(contract.params[name]), grad, rank)
         routed.append((keyword, value, arg_node))
     result = calls.call_function(interp, forward, routed, node, receiver=module)
-    if from_slot is not None and contract.returns and isinstance(result, TensorValue):
-        # forward of a field's module is checked here, on its slot's contract, not on its own
-        calls.check_declared(interp, result, contract.returns, node, "SPMD402", "module output (out_src)")
     if contract.delivered and (result is UNKNOWN or isinstance(result, TensorValue)):
         grad = result.grad if isinstance(result, TensorValue) else GradState.UNKNOWN
         return TensorValue(SpmdType(contract.delivered), grad, None)
@@ -321,12 +321,13 @@ def field(value: ContractValue | LayoutValue, attr: str) -> Value:
 #
 # A module's nested config class (`FeedForward.Config`) is an object the checker can follow statically when its
 # fields are typed: `w1: Linear.Config` says that `cfg.w1` configures a `Linear`, and that the module built
-# from it (`config.w1.build()`, a builder the contract's stub names) is the one `self.w1` holds. A contract
-# set on `cfg.w1.sharding_config` anywhere (a parameter annotated with the config class, or the config object
-# itself) is recorded for the slot (declaring config class, field), and the module built from that slot carries
-# it. Two different contracts for one slot (two models setting it differently) leave it without one: unknown.
+# from it (`config.w1.build()`, a builder the contract's stub names) is the one `self.w1` holds. A parameter
+# annotated with a config class (also through a class imported only `if TYPE_CHECKING:`) is an object of that
+# class; a contract set on `cfg.w1.sharding_config` is recorded for the slot (class of `cfg`, "w1"), and the
+# module built from that slot carries it. `assert isinstance(cfg.attention, GQAttention.Config)` narrows a field
+# annotated with a base config class. Two different contracts (or classes) for one slot leave it without one.
 
-Slot = tuple[int, str]  # (id of the config class declaring the field, field name)
+Slot = tuple[int, str]  # (id of the parent config object's class, field name)
 _AMBIGUOUS = object()
 
 
@@ -338,6 +339,7 @@ class ConfigSlots:
     slot_of: dict[int, Slot] = _dc_field(default_factory=dict)  # id(config object of a field) -> its slot
     contracts: dict[Slot, object] = _dc_field(default_factory=dict)  # slot -> ContractValue (or _AMBIGUOUS)
     built: dict[int, tuple[InstanceValue, Slot]] = _dc_field(default_factory=dict)  # id(module object) -> its slot
+    narrowed: dict[Slot, object] = _dc_field(default_factory=dict)  # slot -> the config class asserted for it
     builders: frozenset[str] | None = None
 
 
@@ -380,7 +382,59 @@ def annotated_class(interp: Interpreter, ann: cst.BaseExpression, owner: ClassVa
             return _class_in(interp, found)
     if not isinstance(ann, (cst.Name, cst.Attribute)):
         return None
-    return _class_in(interp, interp.eval(ann))
+    value = interp.eval(ann)
+    if value is UNKNOWN:
+        qualname = _annotation_import(interp, ann)
+        value = ModuleRef(qualname) if qualname is not None else UNKNOWN
+    if isinstance(value, ModuleRef):
+        value = _checked_class(interp, value.qualname)
+    return _class_in(interp, value) if value is not None else None
+
+
+def _annotation_import(interp: Interpreter, ann: cst.BaseExpression) -> str | None:
+    """`Llama3Model.Config` where `Llama3Model` is imported only for annotations (`if TYPE_CHECKING:`, a branch
+    the run does not take): the qualified name that import gives it."""
+    from spmdcheck.program.graph import resolve_import
+
+    parts: list[str] = []
+    while isinstance(ann, cst.Attribute):
+        parts.insert(0, ann.attr.value)
+        ann = ann.value
+    if not isinstance(ann, cst.Name):
+        return None
+    importer = interp.ctx.module_file
+    for stmt in interp.ctx.module.body:
+        if not isinstance(stmt, cst.If):
+            continue
+        for line in stmt.body.body if isinstance(stmt.body, cst.IndentedBlock) else ():
+            for small in line.body if isinstance(line, cst.SimpleStatementLine) else ():
+                if not isinstance(small, cst.ImportFrom) or isinstance(small.names, cst.ImportStar):
+                    continue
+                for alias in small.names:
+                    bound = alias.asname.name if alias.asname is not None else alias.name
+                    if isinstance(bound, cst.Name) and bound.value == ann.value and isinstance(alias.name, cst.Name):
+                        source = interp.ctx.code_of(small.module) if small.module is not None else None
+                        module = resolve_import(importer, source, len(small.relative)) if importer else source
+                        if module:
+                            return ".".join([module, alias.name.value, *parts])
+    return None
+
+
+def _checked_class(interp: Interpreter, qualname: str) -> Value | None:
+    """A class of a checked module named by an import the run did not follow (`if TYPE_CHECKING:` imports, which
+    exist for annotations): that module is loaded as its import would load it, and the name looked up in it."""
+    importer = interp.importer
+    parts = qualname.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        module = ".".join(parts[:cut])
+        if importer is None or importer.kind(module) != "checked":
+            continue
+        scope = importer.load(module)
+        value: Value | None = scope.globals.get(parts[cut]) if scope is not None else None
+        for attr in parts[cut + 1 :]:
+            value = value.lookup(attr) if isinstance(value, ClassValue) else None
+        return value
+    return None
 
 
 def config_parameter(
@@ -422,6 +476,13 @@ def config_field(interp: Interpreter, base: InstanceValue, attr: str) -> Value |
     if declared is None:
         return None
     declaring, ann = declared
+    slot = (id(base.cls), attr)  # the parent's own class: one model's config differs from another's
+    narrowed = state.narrowed.get(slot)
+    if isinstance(narrowed, ClassValue):
+        child = InstanceValue(narrowed)
+        state.fields[(id(base), attr)] = (base, child)
+        state.slot_of[id(child)] = slot
+        return child
     scope = declaring.scope
     saved = interp.frame
     restore = interp.enter_scope(scope) if scope is not None else None
@@ -438,8 +499,36 @@ def config_field(interp: Interpreter, base: InstanceValue, attr: str) -> Value |
         return None
     child = InstanceValue(cls)
     state.fields[(id(base), attr)] = (base, child)
-    state.slot_of[id(child)] = (id(declaring), attr)
+    state.slot_of[id(child)] = slot
     return child
+
+
+def narrow_config(interp: Interpreter, test: cst.BaseExpression) -> None:
+    """`assert isinstance(cfg, Sub.Config)` on a config object of a typed field whose annotation names a base
+    class: the field holds a `Sub.Config`, and the module built from it is a `Sub`. A field narrowed to two
+    different classes keeps its annotation."""
+    if not (isinstance(test, cst.Call) and isinstance(test.func, cst.Name) and test.func.value == "isinstance"):
+        return
+    if len(test.args) != 2 or any(a.keyword is not None or a.star for a in test.args):
+        return
+    obj, cls = interp.eval(test.args[0].value), interp.eval(test.args[1].value)
+    state = _slots(interp)
+    slot = state.slot_of.get(id(obj)) if isinstance(obj, InstanceValue) else None
+    if slot is None or not isinstance(cls, ClassValue) or cls is obj.cls or obj.cls not in cls.mro():  # type: ignore[union-attr]
+        return
+    have = state.narrowed.get(slot)
+    if have is cls or have is _AMBIGUOUS:
+        return
+    state.narrowed[slot] = cls if have is None else _AMBIGUOUS
+    if have is None:
+        obj.cls = cls  # type: ignore[union-attr]
+    # modules already built from this slot were built from the annotation's class: build them again
+    for key, built in list(interp._instances.items()):
+        if any(state.built.get(id(v), (None, None))[1] == slot for v in built.attrs.values()):
+            del interp._instances[key]
+            forward = built.cls.lookup("forward")
+            if isinstance(forward, FunctionValue) and id(forward.node) in interp.checked_nodes:
+                interp.functions.append((forward.node, forward.scope, built.cls))
 
 
 def _attach_slot(interp: Interpreter, owner: InstanceValue, value: ContractValue) -> None:

@@ -319,7 +319,14 @@ class Interpreter:
                 if self.frame.exited or self.frame.jumped:
                     break  # the rest of the block is not reached on this path
                 self.rank_specific = None
+                env = self.frame.env
                 self.exec_stmt(stmt)
+                if env is self.frame.globals and self.frame.env is not env:
+                    # a module's top level: its namespace is the dict its functions were given as globals,
+                    # so an `if`/`try`/loop there (`if TYPE_CHECKING:`) updates that dict, not a copy of it
+                    env.clear()
+                    env.update(self.frame.env)
+                    self.frame.env = env
                 if self.rank_specific is not None and self.rank_specific[0] is stmt and self.rank_specific[1]:
                     # a rank-dependent `if` or loop whose tensors differ across ranks and are used after it
                     self._report_rank_specific(stmt, self.rank_specific[1], body[i + 1 :])
@@ -456,6 +463,8 @@ class Interpreter:
                     self.eval(child)
             if isinstance(small, cst.Raise):
                 self.frame.exited = True
+            else:
+                contracts.narrow_config(self, small.test)  # `assert isinstance(cfg, GQAttention.Config)`
 
     def exec_class(self, node: cst.ClassDef) -> None:
         """A class body runs once, in its own namespace; methods are checked with `self` an instance."""

@@ -31,7 +31,7 @@ CORPORA = (
         "torchtitan",
         ("dp", "dp_replicate", "dp_shard", "fsdp", "tp", "cp", "pp", "ep", "efsdp"),
     ),
-    Corpus("megatron", "megatron-core==0.16.1", "megatron", ("dp", "cp", "tp", "pp", "ep")),
+    Corpus("megatron", "megatron-core==0.16.1", "megatron", ("dp", "cp", "tp", "pp", "ep", "etp", "edp")),
     Corpus("fairscale", "fairscale==0.4.13", "fairscale-0.4.13/fairscale", ("dp", "tp", "pp")),
 )
 
