@@ -327,7 +327,7 @@ def field(value: ContractValue | LayoutValue, attr: str) -> Value:
 # module built from that slot carries it. `assert isinstance(cfg.attention, GQAttention.Config)` narrows a field
 # annotated with a base config class. Two different contracts (or classes) for one slot leave it without one.
 
-Slot = tuple[int, str]  # (id of the parent config object's class, field name)
+Slot = tuple[object, str]  # (the parent's slot, or the id of its class when it has none; field name)
 _AMBIGUOUS = object()
 
 
@@ -340,6 +340,7 @@ class ConfigSlots:
     contracts: dict[Slot, object] = _dc_field(default_factory=dict)  # slot -> ContractValue (or _AMBIGUOUS)
     built: dict[int, tuple[InstanceValue, Slot]] = _dc_field(default_factory=dict)  # id(module object) -> its slot
     narrowed: dict[Slot, object] = _dc_field(default_factory=dict)  # slot -> the config class asserted for it
+    modules: dict[int, tuple[InstanceValue, InstanceValue]] = _dc_field(default_factory=dict)  # config -> module
     builders: frozenset[str] | None = None
 
 
@@ -421,13 +422,13 @@ def _annotation_import(interp: Interpreter, ann: cst.BaseExpression) -> str | No
 
 
 def _checked_class(interp: Interpreter, qualname: str) -> Value | None:
-    """A class of a checked module named by an import the run did not follow (`if TYPE_CHECKING:` imports, which
+    """A class of a module of the program named by an import the run did not follow (`if TYPE_CHECKING:` imports, which
     exist for annotations): that module is loaded as its import would load it, and the name looked up in it."""
     importer = interp.importer
     parts = qualname.split(".")
     for cut in range(len(parts) - 1, 0, -1):
         module = ".".join(parts[:cut])
-        if importer is None or importer.kind(module) != "checked":
+        if importer is None or importer.kind(module) not in ("checked", "library"):
             continue
         scope = importer.load(module)
         value: Value | None = scope.globals.get(parts[cut]) if scope is not None else None
@@ -476,7 +477,10 @@ def config_field(interp: Interpreter, base: InstanceValue, attr: str) -> Value |
     if declared is None:
         return None
     declaring, ann = declared
-    slot = (id(base.cls), attr)  # the parent's own class: one model's config differs from another's
+    # the field's path from a config object known by its class: `layer_cfg.feed_forward.w1` is not the `w1`
+    # of an MoE's shared experts, though both are `FeedForward.Config.w1`
+    parent = state.slot_of.get(id(base))
+    slot = (parent if parent is not None else id(base.cls), attr)
     narrowed = state.narrowed.get(slot)
     if isinstance(narrowed, ClassValue):
         child = InstanceValue(narrowed)
@@ -524,7 +528,7 @@ def narrow_config(interp: Interpreter, test: cst.BaseExpression) -> None:
         obj.cls = cls  # type: ignore[union-attr]
     # modules already built from this slot were built from the annotation's class: build them again
     for key, built in list(interp._instances.items()):
-        if any(state.built.get(id(v), (None, None))[1] == slot for v in built.attrs.values()):
+        if _holds(state, built, slot):
             del interp._instances[key]
             forward = built.cls.lookup("forward")
             if isinstance(forward, FunctionValue) and id(forward.node) in interp.checked_nodes:
@@ -542,10 +546,19 @@ def _attach_slot(interp: Interpreter, owner: InstanceValue, value: ContractValue
     state.contracts[slot] = value if have is None else _AMBIGUOUS
     # modules already checked with an object built from this slot: check their forward again
     for built in list(interp._instances.values()):
-        if any(state.built.get(id(v), (None, None))[1] == slot for v in built.attrs.values()):
+        if _holds(state, built, slot):
             forward = built.cls.lookup("forward")
             if isinstance(forward, FunctionValue) and id(forward.node) in interp.checked_nodes:
                 interp.functions.append((forward.node, forward.scope, built.cls))
+
+
+def _holds(state: ConfigSlots, obj: InstanceValue, slot: Slot, depth: int = 4) -> bool:
+    """Whether a module object holds (in its attributes, nested) a module built from `slot`."""
+    for value in obj.attrs.values():
+        if isinstance(value, InstanceValue) and id(value) in state.built:
+            if state.built[id(value)][1] == slot or (depth > 0 and _holds(state, value, slot, depth - 1)):
+                return True
+    return False
 
 
 def _builders(interp: Interpreter) -> frozenset[str]:
@@ -578,8 +591,19 @@ def build_module(interp: Interpreter, method: Value) -> Value | None:
     slot = _slots(interp).slot_of.get(id(config))
     if slot is None:
         return None
-    module = interp.instance_for(module_cls)
-    _slots(interp).built[id(module)] = (module, slot)
+    state = _slots(interp)
+    built = state.modules.get(id(config))
+    if built is not None:
+        return built[1]
+    # built from this config object (its `__init__` reads the object's own fields: their slots extend this one)
+    module = InstanceValue(module_cls)
+    state.modules[id(config)] = (config, module)
+    state.built[id(module)] = (module, slot)
+    init = module_cls.lookup("__init__")
+    if isinstance(init, FunctionValue):
+        from spmdcheck.analysis import calls
+
+        calls.call_function(interp, init, [(None, config, init.node)], init.node, receiver=module)
     return module
 
 
