@@ -274,6 +274,9 @@ class LoadedFile:
     relevant: bool  # can hold a finding by itself (types, collectives, ranks); else only as an import
     blanked: str | None = None  # the text with inert function bodies emptied (the pre-pass), to parse
     imports: frozenset[str] | None = None  # module names its imports may refer to (the pre-pass)
+    module: str = ""  # its module name (the pre-pass)
+    blank: tuple[tuple[int, int], ...] = ()  # the line spans emptied in `blanked`
+    cuts: tuple[tuple[int, int], ...] | None = None  # comments no analysis reads (prepass.comment_cuts)
 
 
 def load_file(path: str, settings: Settings) -> LoadedFile | FileResult:
@@ -336,9 +339,10 @@ def plan_programs(
                 continue
             plan = prepass.plan(scan)
             item.relevant = scan.relevant or scan.whole
-            item.imports = scan.imports
+            item.imports, item.module, item.cuts = scan.imports, scan.module, scan.cuts
             if plan.blank:
                 item.blanked = prepass.blank_bodies(item.text, plan.blank)
+                item.blank = plan.blank
             loaded[path] = item
     else:
         for path in paths:
@@ -497,26 +501,34 @@ def run_check(
         todo: list[list[LoadedFile]] = []
         keys: dict[int, str] = {}
         programs_seen: dict[str, dict] = {}
+        exact_keys: dict[int, str] = {}
         for program in programs:
-            key = None
             if store is not None and all(f.path in hashes for f in program):
-                key = caching.program_key(
-                    (f.path, hashes[f.path], f.relevant, f.blanked and caching.content_hash(f.blanked.encode()))
-                    for f in program
+                # Keyed on what the analysis reads (edits of comments and inert bodies keep the key), else,
+                # for a program whose results quote more than that (a syntax error), on the exact contents.
+                analysed = caching.program_key(
+                    (f.path, f.module, f.relevant, f.blank, _analysed_digest(f) or hashes[f.path]) for f in program
                 )
-                cached = store.programs.get(key)
-                if cached is not None and all(f.path in cached for f in program):
-                    done += [FileResult(f.path, caching.from_plain(f.path, cached[f.path])) for f in program]
-                    programs_seen[key] = cached
-                    continue
-                keys[id(program)] = key
+                exact = caching.program_key((f.path, f.module, f.relevant, f.blank, hashes[f.path]) for f in program)
+                for key in (analysed, exact):
+                    cached = store.programs.get(key)
+                    if cached is not None and all(f.path in cached for f in program):
+                        done += [FileResult(f.path, caching.from_plain(f.path, cached[f.path])) for f in program]
+                        programs_seen[key] = cached
+                        break
+                else:
+                    keys[id(program)], exact_keys[id(program)] = analysed, exact
+                    todo.append(program)
+                continue
             todo.append(program)
         # Big programs first, so one large program does not end the run alone on one core.
         todo.sort(key=lambda p: -sum(len(f.blanked or f.text) for f in p))
         for program, results in pool.run_programs(todo):
             done += results
             key = keys.get(id(program))
-            if key is not None and not any(d.code == "SPMD000" for r in results for d in r.diagnostics):
+            codes = {d.code for r in results for d in r.diagnostics}
+            if key is not None and "SPMD000" not in codes:
+                key = exact_keys[id(program)] if "SPMD001" in codes else key
                 programs_seen[key] = {r.path: caching.to_plain(r.diagnostics) for r in results}
     order = {p: i for i, p in enumerate(files)}
     done.sort(key=lambda r: order.get(r.path, len(order)))
@@ -530,22 +542,30 @@ def run_check(
     return done
 
 
+def _analysed_digest(f: LoadedFile) -> str | None:
+    """`prepass.analysed_digest` of a planned file; None without the pre-pass's comment cuts."""
+    if f.cuts is None:
+        return None
+    return prepass.analysed_digest(f.text, f.blanked, f.cuts, f.blank)
+
+
 _WORKER_STATE: tuple[Settings, Registry | None] | None = None
 
 
-def _check_program_in_worker(program: list[LoadedFile]) -> tuple[list[LoadedFile], list[FileResult]]:
+def _check_program_in_worker(task: tuple[int, list[LoadedFile]]) -> tuple[int, list[FileResult]]:
+    """A program's results with its index: the program itself (all its texts) is not sent back."""
     settings, registry = _WORKER_STATE  # type: ignore[misc]
-    return program, check_program(program, settings, registry)
+    return task[0], check_program(task[1], settings, registry)
 
 
-def _program_failed(program: list[LoadedFile], why: str) -> tuple[list[LoadedFile], list[FileResult]]:
+def _program_failed(task: tuple[int, list[LoadedFile]], why: str) -> tuple[int, list[FileResult]]:
     """A program whose worker crashed or overran: SPMD000 on each of its files, and the run goes on."""
-    return program, [FileResult(f.path, [make(f.path, "SPMD000", f"{why}; the file was not checked")]) for f in program]
+    return task[0], [FileResult(f.path, [make(f.path, "SPMD000", f"{why}; the file was not checked")]) for f in task[1]]
 
 
-def _program_budget(program: list[LoadedFile]) -> float:
+def _program_budget(task: tuple[int, list[LoadedFile]]) -> float:
     """Seconds a worker may spend on one program before it is stopped (generous: a guard against hangs)."""
-    return 120.0 + 5.0 * len(program)
+    return 120.0 + 5.0 * len(task[1])
 
 
 class _LazyPool:
@@ -604,4 +624,7 @@ class _LazyPool:
         _WORKER_STATE = (self.settings, self.registry)
         # Big programs first; a worker that crashes or hangs costs its program (SPMD000), never the run.
         programs = sorted(programs, key=lambda p: -sum(len(f.text) for f in p))
-        yield from run_isolated(programs, _check_program_in_worker, _program_failed, self.jobs, _program_budget)
+        tasks = list(enumerate(programs))
+        done = run_isolated(tasks, _check_program_in_worker, _program_failed, self.jobs, _program_budget)
+        for index, results in done:
+            yield programs[index], results
