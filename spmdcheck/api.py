@@ -318,31 +318,34 @@ def plan_programs(
     registry: Registry | None = None,
     mapper: Callable = map,
     scans: list[prepass.FileScan | None] | None = None,
+    plans: dict[str, tuple[bool, tuple[tuple[int, int], ...]]] | None = None,
 ) -> tuple[list[FileResult], list[list[LoadedFile]]]:
     """Read the files and group them into programs: the relevant files and the checked files they import,
     split into the connected parts of the import graph (each part is analysed as one program).
 
     The pre-pass (`scan_files`, run through `mapper` on worker processes, unless its `scans` are
-    given) decides which files are relevant and blanks inert function bodies; with
+    given, and `taint`, unless its `plans` are) decides which files are relevant and blanks inert
+    function bodies; with
     SPMDCHECK_NO_PREPASS=1 every file is relevant.
     """
     done: list[FileResult] = []
     loaded: dict[str, LoadedFile] = {}
     if prepass.enabled():
         if scans is None:
-            scans = scan_files(paths, settings, registry, mapper)[0]
+            scans = scan_files(paths, settings, registry, mapper)
+        if plans is None:
+            plans = taint(scans)
         graph = _graph_of([s for s in scans if s is not None])
         for path, scan in zip(paths, scans):
             item = load_file(path, settings)
             if isinstance(item, FileResult) or scan is None:
                 done.append(item if isinstance(item, FileResult) else FileResult(path, skipped=True))
                 continue
-            plan = prepass.plan(scan)
-            item.relevant = scan.relevant or scan.whole
+            item.relevant, blank = plans[path]
             item.imports, item.module, item.cuts = scan.imports, scan.module, scan.cuts
-            if plan.blank:
-                item.blanked = prepass.blank_bodies(item.text, plan.blank)
-                item.blank = plan.blank
+            if blank:
+                item.blanked = prepass.blank_bodies(item.text, blank)
+                item.blank = blank
             loaded[path] = item
     else:
         for path in paths:
@@ -412,22 +415,100 @@ def scan_files(
     settings: Settings,
     registry: Registry | None,
     mapper: Callable = map,
-    known: dict[str, prepass.FileScan] | None = None,
-) -> tuple[list[prepass.FileScan | None], dict[str, list]]:
-    """The pre-pass over `paths` (None for a file that cannot be read), tainted to its fixed point;
-    and the new scans as plain data, before the taint, for the cache. `known` (untainted scans from
-    the cache) are reused."""
-    known = known or {}
-    todo = [p for p in paths if p not in known]
-    fresh: dict[str, prepass.FileScan | None] = {}
-    if todo:
-        registry = registry if registry is not None else load_registry(settings.stub_path)
-        seeds = prepass.seed_words(registry, bool(settings.mesh))
-        fresh = dict(zip(todo, mapper(_scan_path, [(p, seeds) for p in todo])))
-    scans = [fresh[p] if p in fresh else known[p] for p in paths]
-    untainted = {p: prepass.scan_to_plain(s) for p, s in fresh.items() if s is not None}
-    prepass.spread([s for s in scans if s is not None])
-    return scans, untainted
+    seeds: frozenset[str] | None = None,
+) -> list[prepass.FileScan | None]:
+    """The pre-pass over `paths`, before the taint (None for a file that cannot be read); `seeds`
+    (from the cache) spare loading the registry."""
+    if not paths:
+        return []
+    if seeds is None:
+        seeds = seed_words_for(settings, registry)
+    return list(mapper(_scan_path, [(p, seeds) for p in paths]))
+
+
+def taint(scans: list[prepass.FileScan | None]) -> dict[str, tuple[bool, tuple[tuple[int, int], ...]]]:
+    """`prepass.spread` over the scans of a run: each file's relevance and the spans to blank in it."""
+    present = [s for s in scans if s is not None]
+    prepass.spread(present)
+    return {s.path: (s.relevant or s.whole, prepass.plan(s).blank) for s in present}
+
+
+def _cached_prepass(
+    files: list[str],
+    settings: Settings,
+    registry: Registry | None,
+    mapper: Callable,
+    store: object,
+    hashes: dict[str, str],
+) -> tuple[list[prepass.FileScan | None], dict[str, tuple[bool, tuple[tuple[int, int], ...]]]]:
+    """The pre-pass with the result cache: a file scanned before (same content) is not read again,
+    and when no file's scan changed (every scan hash as in the last run: an edit of comments only),
+    the last run's taint is reused without reading the scans' units."""
+    from spmdcheck import cache as caching
+
+    assert isinstance(store, caching.ResultCache)
+    summaries: dict[str, tuple[str, object]] = {}
+    for f, h in hashes.items():
+        entry = store.scan_summary(f, h)
+        if entry is not None:
+            summaries[f] = entry
+    seeds_cache: list[frozenset[str]] = []
+
+    def seeds() -> frozenset[str]:
+        if not seeds_cache:
+            if store.seeds is None:
+                store.set_seeds(sorted(seed_words_for(settings, registry)))
+            seeds_cache.append(frozenset(store.seeds or ()))
+        return seeds_cache[0]
+
+    def fresh_scans(paths: list[str]) -> dict[str, prepass.FileScan | None]:
+        found = dict(zip(paths, scan_files(paths, settings, registry, mapper, seeds() if paths else None)))
+        for f, scan in found.items():
+            if scan is not None and f in hashes:
+                small, units = prepass.scan_to_plain(scan)
+                scan_hash = prepass.scan_hash(small, units)
+                store.store_scan(f, hashes[f], scan_hash, small, units)
+                summaries[f] = (scan_hash, small)
+        return found
+
+    fresh = fresh_scans([f for f in files if f not in summaries])
+    scan_hashes = {f: summaries[f][0] for f in files if f in summaries}
+    taint_key = caching.tree_key(scan_hashes)
+    key, known = store.taint
+    if key == taint_key:
+        try:
+            plans = {f: (bool(known[f][0]), tuple((int(a), int(b)) for a, b in known[f][1])) for f in scan_hashes}
+            scans = [
+                fresh.get(f) or (prepass.scan_from_plain(f, summaries[f][1]) if f in summaries else None) for f in files
+            ]
+            if all(s is not None for f, s in zip(files, scans) if f in summaries):
+                return scans, plans
+        except (KeyError, TypeError, ValueError, IndexError):
+            pass
+    scans = []
+    missing: list[str] = []
+    for f in files:
+        scan = fresh.get(f)
+        if scan is None and f in summaries:
+            units = store.scan_units(f, hashes[f])
+            scan = prepass.scan_from_plain(f, summaries[f][1], units) if units is not None else None
+            if scan is None:
+                missing.append(f)
+        scans.append(scan)
+    if missing:  # units lost or damaged: scan those files again
+        again = fresh_scans(missing)
+        scans = [again[f] if f in again else s for f, s in zip(files, scans)]
+    plans = taint(scans)
+    store.set_taint(
+        caching.tree_key({f: summaries[f][0] for f in files if f in summaries}),
+        {f: [relevant, [list(b) for b in blank]] for f, (relevant, blank) in plans.items()},
+    )
+    return scans, plans
+
+
+def seed_words_for(settings: Settings, registry: Registry | None = None) -> frozenset[str]:
+    registry = registry if registry is not None else load_registry(settings.stub_path)
+    return prepass.seed_words(registry, bool(settings.mesh))
 
 
 def _scan_path(item: tuple[str, frozenset[str]]) -> prepass.FileScan | None:
@@ -483,21 +564,10 @@ def run_check(
             ]
     jobs = max(1, min(jobs or (os.cpu_count() or 1), len(files)))
     with _LazyPool(jobs if len(files) >= 8 else 1, settings, registry) as pool:
-        scans = None
-        if prepass.enabled():
-            known = {}
-            if store is not None:
-                for f, h in hashes.items():
-                    plain = store.scan(f, h)
-                    scan = prepass.scan_from_plain(f, plain) if plain is not None else None
-                    if scan is not None:
-                        known[f] = scan
-            scans, fresh = scan_files(files, settings, registry, pool.map, known)
-            if store is not None:
-                for f, plain in fresh.items():
-                    if f in hashes:
-                        store.store_scan(f, hashes[f], plain)
-        done, programs = plan_programs(files, settings, registry, pool.map, scans)
+        scans = plans = None
+        if prepass.enabled() and store is not None:
+            scans, plans = _cached_prepass(files, settings, registry, pool.map, store, hashes)
+        done, programs = plan_programs(files, settings, registry, pool.map, scans, plans)
         todo: list[list[LoadedFile]] = []
         keys: dict[int, str] = {}
         programs_seen: dict[str, dict] = {}

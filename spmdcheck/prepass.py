@@ -40,6 +40,7 @@ import ast
 import dataclasses
 import hashlib
 import io
+import json
 import os
 import re
 import tokenize
@@ -640,39 +641,47 @@ def blank_bodies(text: str, spans: Iterable[tuple[int, int]]) -> str:
     return "".join(pieces)
 
 
-def scan_to_plain(s: FileScan) -> list:
-    """A scan as plain data for the result cache (its taint before `spread`): every field of every
-    unit, a class's methods by their index among the file's units."""
+def scan_to_plain(s: FileScan) -> tuple[list, list]:
+    """A scan (its taint before `spread`) as plain data for the result cache: its small part (module,
+    imports, cuts) and its units (every field of every unit, a class's methods by their index)."""
     index = {id(u): i for i, u in enumerate(s.units)}
-    return [
+    small = [
         s.module,
         s.whole,
         sorted(s.imports),
         sorted(s.star),
-        [
-            [
-                sorted(u.binds),
-                sorted(u.words),
-                [list(b) for b in u.bodies],
-                u.source,
-                u.method,
-                sorted(u.attrs),
-                [index[id(m)] for m in u.members],
-            ]
-            for u in s.units
-        ],
         None if s.cuts is None else [list(c) for c in s.cuts],
     ]
+    units = [
+        [
+            sorted(u.binds),
+            sorted(u.words),
+            [list(b) for b in u.bodies],
+            u.source,
+            u.method,
+            sorted(u.attrs),
+            [index[id(m)] for m in u.members],
+        ]
+        for u in s.units
+    ]
+    return small, units
 
 
-def scan_from_plain(path: str, plain: object) -> FileScan | None:
-    """The inverse of `scan_to_plain`; None when the data does not have that shape."""
+def scan_hash(small: list, units: list) -> str:
+    """A hash of what `spread` reads of a scan (all but the comment cuts)."""
+    data = json.dumps([small[:4], units], separators=(",", ":"))
+    return hashlib.blake2b(data.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
+def scan_from_plain(path: str, small: object, units: object = None) -> FileScan | None:
+    """The inverse of `scan_to_plain` (without units when `units` is None: enough to plan a file whose
+    taint is known); None when the data does not have that shape."""
     try:
-        module, whole, imports, star, units, cuts = plain  # type: ignore[misc]
+        module, whole, imports, star, cuts = small  # type: ignore[misc]
         out = FileScan(path, bool(whole), [], str(module), frozenset(map(str, imports)), frozenset(map(str, star)))
         out.cuts = None if cuts is None else tuple((int(a), int(b)) for a, b in cuts)
         members: list[list[int]] = []
-        for binds, words, bodies, source, method, attrs, member_indices in units:
+        for binds, words, bodies, source, method, attrs, member_indices in units or ():  # type: ignore[attr-defined]
             spans = tuple((int(a), int(b)) for a, b in bodies)
             unit = Unit(frozenset(map(str, binds)), frozenset(map(str, words)), spans, bool(source))
             unit.method = None if method is None else str(method)

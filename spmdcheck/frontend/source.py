@@ -10,9 +10,8 @@ import stat
 import tokenize
 from dataclasses import dataclass
 
-import libcst as cst
-
 from spmdcheck.frontend.guard import DeepExpression, quiet_ast_parse, screen
+from spmdcheck.lazy_libcst import cst  # imported on first use
 
 # Types only enter a program through these spellings: annotations and the spmd_types API, Megatron
 # mappings, tensors that need grad (raw collectives on them), or torch factories under a configured mesh;
