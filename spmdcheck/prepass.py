@@ -322,9 +322,10 @@ def analysed_digest(
     for line, column in cuts:
         index = 2 * (line - 1)
         if line not in emptied and index < len(pieces):
-            pieces[index] = pieces[index][:column]
+            pieces[index] = pieces[index][:column].rstrip(" \t\f")  # outside brackets: spaces reach nothing
     h = hashlib.blake2b(digest_size=16)
-    h.update("".join(pieces).encode("utf-8", "surrogatepass"))
+    # what follows the last code (blank lines, comments cut above) reaches no position and no expression
+    h.update("".join(pieces).rstrip().encode("utf-8", "surrogatepass"))
     h.update(("\0" + ",".join(sorted(mesh_names_in(text)))).encode("utf-8", "surrogatepass"))
     return h.hexdigest()
 
