@@ -140,6 +140,7 @@ def check_sources(
     graph: ModuleGraph | None = None,
     libraries: frozenset[str] = frozenset(),
     on_bind: BindObserver | None = None,
+    shallow: frozenset[str] = frozenset(),
 ) -> dict[str, list[Diagnostic]]:
     """Check files as one program: `sources` maps each path to its text; module names come from the
     paths' package folders (a folder is a package when `<folder>/__init__.py` is one of the keys or
@@ -151,12 +152,13 @@ def check_sources(
 
     `libraries` are paths the others import that cannot hold a finding by themselves: parsed only
     when an import of them runs, and followed only where typed values flow into them. `on_bind`
-    observes every name binding (--show-types, editor hovers).
+    observes every name binding (--show-types, editor hovers). `shallow` paths were proved by the
+    pre-pass to need no depth screen before libcst (`guard.shallow`).
 
     Runs on a thread with a deep stack (`frontend.guard`): deep but valid syntax trees are analysed.
     """
     return call_with_deep_stack(
-        lambda: _check_sources(sources, settings, registry, exists, blanked, graph, libraries, on_bind)
+        lambda: _check_sources(sources, settings, registry, exists, blanked, graph, libraries, on_bind, shallow)
     )
 
 
@@ -169,6 +171,7 @@ def _check_sources(
     graph: ModuleGraph | None,
     libraries: frozenset[str],
     on_bind: BindObserver | None,
+    shallow: frozenset[str] = frozenset(),
 ) -> dict[str, list[Diagnostic]]:
     from spmdcheck.analysis.context import Options
     from spmdcheck.analysis.program import SourceUnit, analyze_program
@@ -182,17 +185,20 @@ def _check_sources(
     units: list[SourceUnit] = []
     lines: dict[str, list[str]] = {}
     strict_of: dict[str, bool] = {}
+    shallow_libraries: set[int] = set()  # ids of library texts parsed without the screen
     for path, text in sources.items():
         if path in libraries:
             library_text = blanked[path] if blanked and path in blanked else text
+            if path in shallow:
+                shallow_libraries.add(id(library_text))
             units.append(
                 SourceUnit(path, None, Options(mesh=settings.mesh), module_name_for(path, exists), text=library_text)
             )
             continue
         source_text = blanked[path] if blanked and path in blanked else text
-        parsed, deep = parse_screened(source_text)
+        parsed, deep = parse_screened(source_text, path in shallow)
         if isinstance(parsed, ParseFailure) and source_text is not text:
-            parsed, deep = parse_screened(text)  # never report a syntax error the blanking made
+            parsed, deep = parse_screened(text, path in shallow)  # never report a syntax error the blanking made
         out[path] += [
             make(
                 path,
@@ -230,7 +236,7 @@ def _check_sources(
         graph = build_graph(sources, exists)
 
     def parse_library(text: str) -> cst.Module | None:
-        parsed = parse(text)
+        parsed = parse(text, id(text) in shallow_libraries)
         return None if isinstance(parsed, ParseFailure) else parsed
 
     result = analyze_program(units, registry, graph, parse_library, on_bind)
@@ -277,6 +283,7 @@ class LoadedFile:
     module: str = ""  # its module name (the pre-pass)
     blank: tuple[tuple[int, int], ...] = ()  # the line spans emptied in `blanked`
     cuts: tuple[tuple[int, int], ...] | None = None  # comments no analysis reads (prepass.comment_cuts)
+    shallow: bool = False  # no expression too deep for libcst (guard.shallow): parsed without the screen
 
 
 def load_file(path: str, settings: Settings) -> LoadedFile | FileResult:
@@ -342,7 +349,7 @@ def plan_programs(
                 done.append(item if isinstance(item, FileResult) else FileResult(path, skipped=True))
                 continue
             item.relevant, blank = plans[path]
-            item.imports, item.module, item.cuts = scan.imports, scan.module, scan.cuts
+            item.imports, item.module, item.cuts, item.shallow = scan.imports, scan.module, scan.cuts, scan.shallow
             if blank:
                 item.blanked = prepass.blank_bodies(item.text, blank)
                 item.blank = blank
@@ -390,10 +397,17 @@ def check_program(files: list[LoadedFile], settings: Settings, registry: Registr
     blanked = {f.path: f.blanked for f in files if f.blanked is not None}
     graph = _program_graph(files) if all(f.imports is not None for f in files) else None
     libraries = frozenset(f.path for f in files if not f.relevant)
+    shallow = frozenset(f.path for f in files if f.shallow)
     return _guarded(
         paths,
         lambda: check_sources(
-            {f.path: f.text for f in files}, settings, registry, blanked=blanked, graph=graph, libraries=libraries
+            {f.path: f.text for f in files},
+            settings,
+            registry,
+            blanked=blanked,
+            graph=graph,
+            libraries=libraries,
+            shallow=shallow,
         ),
     )
 

@@ -49,6 +49,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from spmdcheck.frontend import guard
 from spmdcheck.rules.model import OpRule
 
 if TYPE_CHECKING:
@@ -176,6 +177,7 @@ class FileScan:
     star: frozenset[str] = frozenset()  # modules it imports `*` from
     # (line, column) where a comment no analysis can read starts (see `comment_cuts`); None: unknown
     cuts: tuple[tuple[int, int], ...] | None = None
+    shallow: bool = False  # CPython parsed it and no expression can be too deep for libcst (guard.shallow)
 
     @property
     def relevant(self) -> bool:
@@ -232,7 +234,8 @@ def scan(path: str, data: bytes, seeds: frozenset[str], exists=os.path.exists) -
         unit.source = whole or not seeds.isdisjoint(unit.words)
     imports, star = _imports(tree.body, module)
     cuts = comment_cuts(tree, text)
-    return FileScan(path, whole=whole, units=units, module=module.name, imports=imports, star=star, cuts=cuts)
+    shallow = guard.shallow(tree, data)
+    return FileScan(path, whole, units, module.name, imports, star, cuts=cuts, shallow=shallow)
 
 
 _SUPPRESSION_OR_SETTING = re.compile(r"noqa|spmd", re.IGNORECASE)  # comments the checker reads
@@ -652,6 +655,7 @@ def scan_to_plain(s: FileScan) -> tuple[list, list]:
         sorted(s.imports),
         sorted(s.star),
         None if s.cuts is None else [list(c) for c in s.cuts],
+        s.shallow,
     ]
     units = [
         [
@@ -678,8 +682,9 @@ def scan_from_plain(path: str, small: object, units: object = None) -> FileScan 
     """The inverse of `scan_to_plain` (without units when `units` is None: enough to plan a file whose
     taint is known); None when the data does not have that shape."""
     try:
-        module, whole, imports, star, cuts = small  # type: ignore[misc]
+        module, whole, imports, star, cuts, shallow = small  # type: ignore[misc]
         out = FileScan(path, bool(whole), [], str(module), frozenset(map(str, imports)), frozenset(map(str, star)))
+        out.shallow = shallow is True
         out.cuts = None if cuts is None else tuple((int(a), int(b)) for a, b in cuts)
         members: list[list[int]] = []
         for binds, words, bodies, source, method, attrs, member_indices in units or ():  # type: ignore[attr-defined]

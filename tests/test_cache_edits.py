@@ -249,3 +249,20 @@ def test_comment_cuts_leave_what_the_analysis_reads():
     assert prepass.analysed_digest(moved, None, prepass.comment_cuts(ast.parse(moved), moved), ()) == digest
     changed = text.replace("# inside brackets", "# inside, edited")
     assert prepass.analysed_digest(changed, None, prepass.comment_cuts(ast.parse(changed), changed), ()) != digest
+
+
+def test_only_files_without_long_expressions_skip_the_depth_screen():
+    """`guard.shallow` lets a file skip `guard.screen` only when no expression is long enough to be
+    too deep for libcst; a deep one (which the screen blanks) keeps it."""
+    import ast
+
+    from spmdcheck.frontend import guard
+
+    ordinary = "def f(x):\n    return g(x, [1, 2, 3], {'a': (x + 1) * 2})\n"
+    assert guard.shallow(ast.parse(ordinary), ordinary.encode())
+    for deep in ("x = " + "+".join(["a"] * 1200) + "\n", "y = (\n" + "-" * 600 + "1\n)\n"):
+        data = deep.encode()
+        tree = ast.parse(data)
+        assert not guard.shallow(tree, data)
+    chain = "x = " + "+".join(["a"] * 1200) + "\n"
+    assert guard.screen(chain).deep  # what the screen would have caught

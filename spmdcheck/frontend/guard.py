@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import io
+import re
 import sys
 import threading
 import tokenize
@@ -78,6 +79,35 @@ def screen(text: str) -> Screened:
     if not deep:
         return Screened(text)
     return _blank(text, deep)
+
+
+def shallow(tree: ast.Module, data: bytes) -> bool:
+    """True when no expression of `tree` (parsed from `data`) can be deeper than the limit, judged from
+    the length of its source alone, without walking it: every level of an expression's tree but a few
+    (an f-string's parts, a name's context) holds a token of its own, so an expression of n bytes is at
+    most n + 16 levels deep; half of the limit is the bound used. `screen` has nothing to do then."""
+    limit = (MAX_EXPRESSION_DEPTH - 16) // 2
+    lengths: list[int] | None = None
+    stack: list[ast.AST] = [tree]
+    while stack:
+        node = stack.pop()
+        for child in ast.iter_child_nodes(node):
+            if not isinstance(child, ast.expr):
+                stack.append(child)
+                continue
+            first, last = child.lineno, child.end_lineno or child.lineno
+            if first == last:
+                size = (child.end_col_offset or 0) - child.col_offset
+            else:
+                if lengths is None:
+                    lengths = [len(line) + 2 for line in _BYTE_LINES.split(data)]
+                size = sum(lengths[first - 1 : last])
+            if size > limit:
+                return False
+    return True
+
+
+_BYTE_LINES = re.compile(rb"\r\n|\r|\n")
 
 
 def quiet_ast_parse(source: str | bytes) -> ast.Module:
