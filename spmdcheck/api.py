@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from spmdcheck import prepass
+from spmdcheck.analysis import budget
 from spmdcheck.diagnostics.codes import CODES
 from spmdcheck.diagnostics.render import Diagnostic, ProgramPositions, make
 from spmdcheck.diagnostics.suppression import apply_suppressions
@@ -301,8 +302,11 @@ def load_file(path: str, settings: Settings) -> LoadedFile | FileResult:
 def _guarded(paths: list[str], run: Callable[[], dict[str, list[Diagnostic]]]) -> list[FileResult]:
     """Run an analysis; a bug of the checker becomes a diagnostic on the files it concerned, and the run goes on."""
     try:
-        found = run()
+        with budget.limited(_ANALYSIS_BUDGET_S + _ANALYSIS_BUDGET_PER_FILE_S * len(paths)):
+            found = run()
         return [FileResult(path, found.get(path, [])) for path in paths]
+    except budget.BudgetExceeded as exc:
+        return [FileResult(path, [make(path, "SPMD000", f"{exc}; the file was not checked")]) for path in paths]
     except RecursionError:
         return [FileResult(path, [make(path, "SPMD001", "file is too deeply nested to analyse")]) for path in paths]
     except Exception as exc:  # noqa: BLE001 - one file's bug in the checker must not stop the run
@@ -647,9 +651,17 @@ def _program_failed(task: tuple[int, list[LoadedFile]], why: str) -> tuple[int, 
     return task[0], [FileResult(f.path, [make(f.path, "SPMD000", f"{why}; the file was not checked")]) for f in task[1]]
 
 
+# Seconds one analysis may take (generous: a guard against hangs, not a performance target). The
+# interpreter stops itself at this budget (`analysis.budget`), in a worker or in a serial run alike.
+_ANALYSIS_BUDGET_S = 120.0
+_ANALYSIS_BUDGET_PER_FILE_S = 5.0
+# A worker is killed only this much later: what it overruns then is not the interpreter (a native parser)
+_KILL_GRACE_S = 30.0
+
+
 def _program_budget(task: tuple[int, list[LoadedFile]]) -> float:
-    """Seconds a worker may spend on one program before it is stopped (generous: a guard against hangs)."""
-    return 120.0 + 5.0 * len(task[1])
+    """Seconds a worker may spend on one program before its parent kills it."""
+    return _ANALYSIS_BUDGET_S + _ANALYSIS_BUDGET_PER_FILE_S * len(task[1]) + _KILL_GRACE_S
 
 
 class _LazyPool:

@@ -217,13 +217,14 @@ def scan(path: str, data: bytes, seeds: frozenset[str], exists=os.path.exists) -
     read is handed to libcst whole (it reports the syntax error, or checks what CPython's parser
     limits refuse); every identifier in it then counts as bound by it.
     """
+    from spmdcheck.frontend.guard import quiet_ast_parse
     from spmdcheck.program.graph import module_name_for
 
     module = module_name_for(path, exists)
     whole = any(marker in data for marker in WHOLE_FILE_MARKERS)
     try:
         text = data.decode("utf-8")
-        tree = ast.parse(data)
+        tree = quiet_ast_parse(data)
     except (SyntaxError, ValueError, UnicodeDecodeError, RecursionError, MemoryError):
         words = _words(data.decode("utf-8", errors="replace"))
         return FileScan(path, whole=True, units=[Unit(words, words, source=True)], module=module.name)

@@ -39,7 +39,7 @@ def test_sarif_is_valid_against_the_official_schema_and_complete(project):
     for r in rules:
         info = CODES[r["id"]]
         assert r["name"] == info.name and r["shortDescription"]["text"] == info.summary
-        assert r["fullDescription"]["text"] and r["helpUri"].endswith(f"/{info.code}.md")
+        assert r["fullDescription"]["text"] and r["help"]["markdown"] == info.page()
         assert r["defaultConfiguration"]["level"] == info.severity
     results = run_["results"]
     assert [(r["ruleId"], r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]) for r in results] == [

@@ -200,6 +200,36 @@ def test_escapes_and_bidi_overrides_are_shown_escaped(tmp_path):
     assert len(headers) == 2 and all(h.split(":")[1] == "7" for h in headers)
 
 
+@pytest.mark.parametrize("fmt", ["github", "junit", "show-types"])
+def test_other_reports_show_escapes_escaped_too(tmp_path, fmt):
+    name = "evil\x1b[31m\u202e.py"
+    (tmp_path / name).write_text(BUG.replace("return x @ w.T", "return x @ w.T  # \x1b[2J\u202egnp.exe"))
+    args = ["--show-types"] if fmt == "show-types" else ["--output-format", fmt]
+    proc = run(["check", "--color", "never", *args, name], tmp_path)
+    no_traceback(proc)
+    assert "\x1b" not in proc.stdout and "\u202e" not in proc.stdout, proc.stdout
+    assert "evil\\x1b[31m\\u202e.py" in proc.stdout
+    if fmt == "junit":
+        import xml.etree.ElementTree as ET
+
+        cases = ET.fromstring(proc.stdout.split("\n", 1)[1]).iter("testcase")
+        assert [c.get("name").split()[0] for c in cases] == ["SPMD102"]
+    if fmt == "show-types":
+        assert "# \\x1b[2J\\u202egnp.exe" in proc.stdout
+
+
+def test_python_warnings_about_the_checked_code_are_not_printed(tmp_path, monkeypatch):
+    # `x is 1` and `"\\d"` make CPython's parser warn; the checked code is not ours to lint, and a
+    # warning on stderr in a pre-commit hook reads like a failure of the tool
+    # (shown by default from Python 3.12; a developer's PYTHONWARNINGS shows them on any version)
+    monkeypatch.setenv("PYTHONWARNINGS", "default")
+    (tmp_path / "warns.py").write_text(BUG + 'x = 1\nif x is 1:\n    y = "\\d"\n')
+    proc = run(["check", "--no-cache", "-j1", "warns.py"], tmp_path)
+    no_traceback(proc)
+    assert "Warning" not in proc.stderr, proc.stderr
+    assert "SPMD102" in proc.stdout
+
+
 # ------------------------------------------------------------------ item 11: CLI edges
 def test_jobs_are_capped(tmp_path):
     for i in range(9):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import faulthandler
 import os
+import pathlib
 import signal
 import time
 
@@ -101,3 +102,20 @@ def test_the_pool_survives_a_crashed_a_hung_and_a_failing_task():
     assert "SIGSEGV" in failures[3]
     assert "time budget" in failures[5]
     assert "ValueError: boom" in failures[6]
+
+
+def test_a_serial_run_stops_an_analysis_at_its_budget_and_goes_on(tmp_path, monkeypatch):
+    # -j1 has no parent process to kill an overrunning analysis: the interpreter stops itself
+    from spmdcheck import api
+
+    loop = "\n".join(f"        y{i} = x @ w.T" for i in range(1000))
+    slow = f"\n\ndef g(x: Local['tp: R'], w: Local['tp: R']):\n    for _ in range(3):\n{loop}\n"
+    (tmp_path / "slow.py").write_text(BUG + slow)
+    (tmp_path / "quick.py").write_text(BUG)
+    monkeypatch.setattr(api, "_ANALYSIS_BUDGET_S", 0.0)
+    monkeypatch.setattr(api, "_ANALYSIS_BUDGET_PER_FILE_S", 0.0)
+    files = sorted(str(p) for p in tmp_path.glob("*.py"))
+    results = {pathlib.Path(r.path).name: r for r in api.run_check(files, api.Settings(), None, jobs=1)}
+    stopped = [d for d in results["slow.py"].diagnostics if d.code == "SPMD000"]
+    assert stopped and "time budget" in stopped[0].message
+    assert [d.code for d in results["quick.py"].diagnostics] == ["SPMD102"]

@@ -809,8 +809,12 @@ def _replay(
     objects = dict(_instances_of(args, receiver))
     for i, attrs in summary.instance_states:
         if i in objects:
-            objects[i].attrs.clear()
-            objects[i].attrs.update(attrs)
+            obj = objects[i]
+            for name in [n for n in obj.attrs if n not in attrs]:
+                interp.set_attr(obj, name, None)
+            for name, value in attrs.items():
+                if obj.attrs.get(name) is not value:
+                    interp.set_attr(obj, name, value)
     _apply_param_effects(interp, fn, args, summary.param_effects, receiver)
     return summary.result
 

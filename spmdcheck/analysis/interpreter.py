@@ -7,13 +7,13 @@ delegates every call to `calls.dispatch`, which reads the rule registry.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 import libcst as cst
 
-from spmdcheck.analysis import calls, spmd_api
+from spmdcheck.analysis import budget, calls, spmd_api
 from spmdcheck.analysis.context import FileContext
 from spmdcheck.analysis.findings import Finding
 from spmdcheck.analysis.values import (
@@ -46,6 +46,7 @@ from spmdcheck.analysis.values import (
     alternatives_of,
     join,
 )
+from spmdcheck.frontend.guard import string_value
 from spmdcheck.lattice import AxisType, GradState, Kind, SpmdType
 from spmdcheck.program.graph import resolve_import
 from spmdcheck.rules.model import OpRule, Returns
@@ -178,6 +179,9 @@ class Interpreter:
         self.divergent: list[tuple[RankValue, cst.CSTNode]] = []
         self.last_test: Value = UNKNOWN  # the condition of the `if` that just ran
         self.rank_branches = 0  # arms of rank-dependent `if`s being run (their collectives are compared)
+        # one log per `if` arm being run: the attribute writes made in it, with the value each replaced,
+        # so that the arms' objects can be joined like their variables
+        self.attr_logs: list[list[tuple[InstanceValue, str, Value | None]]] = []
         # the rank-dependent `if` that just ran and the tensors its arms computed differently (SPMD502)
         self.rank_specific: tuple[cst.CSTNode, list[str]] | None = None
         self.summaries: dict[tuple, Summary] = {}
@@ -335,6 +339,7 @@ class Interpreter:
                 return
 
     def exec_stmt(self, stmt: cst.CSTNode) -> None:
+        budget.tick()
         if isinstance(stmt, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
             for small in stmt.body:
                 self.exec_small(small, stmt)
@@ -359,23 +364,48 @@ class Interpreter:
             self.exec_small(stmt, None)
 
     def exec_try(self, node: cst.Try) -> None:
-        """Handlers run (approximately) from the state the body left; `finally` runs on every path."""
+        """The body (then `else`), or a handler started from a state the body may have reached, joined
+        after the statement; `finally` runs on every path.
+
+        An exception can leave the body after any statement: a handler starts from the join of the
+        states before and after the body (what the body changed is unknown there). Object attributes
+        are not rolled back: a handler sees the body's writes (an approximation)."""
+        entry = dict(self.frame.env)
         self.exec_block(_body(node))
         body_ended = self.frame.ended()
-        handlers_ended = []
-        for handler in node.handlers:
-            self.frame.exited = self.frame.jumped = False
-            self.exec_block(_body(handler))
-            handlers_ended.append(self.frame.ended())
-        self.frame.exited = self.frame.jumped = False
         if node.orelse is not None and not body_ended:
             self.exec_block(_body(node.orelse))
             body_ended = self.frame.ended()
+        after_body = self.frame.env
+        handler_start = {
+            n: join(entry.get(n, UNKNOWN), after_body.get(n, UNKNOWN)) for n in set(entry) | set(after_body)
+        }
+        ref = self.ctx.site(node)
+        merged: dict[str, Value] | None = None if body_ended else after_body
+        handlers_ended = []
+        for handler in node.handlers:
+            self.frame.env = dict(handler_start)
             self.frame.exited = self.frame.jumped = False
+            self.exec_block(_body(handler))
+            ended = self.frame.ended()
+            handlers_ended.append(ended)
+            if ended:
+                continue
+            if merged is None:
+                merged = self.frame.env
+            else:
+                after = self.frame.env
+                merged = {
+                    n: join(merged.get(n, UNKNOWN), after.get(n, UNKNOWN), ref) for n in set(merged) | set(after)
+                }
+        self.frame.env = merged if merged is not None else after_body
+        self.frame.exited = self.frame.jumped = False
         if node.finalbody is not None:
             self.exec_block(_body(node.finalbody))
         if body_ended == "exited" and all(e == "exited" for e in handlers_ended):
             self.frame.exited = True
+        elif body_ended and all(handlers_ended):
+            self.frame.jumped = True  # every path left by break/continue (or a mix with return/raise)
 
     def exec_small(self, small: cst.BaseSmallStatement, line: cst.SimpleStatementLine | None) -> None:
         if isinstance(small, cst.Expr):
@@ -548,18 +578,38 @@ class Interpreter:
         finally:
             self.rank_branches -= ranked
 
+    def set_attr(self, owner: InstanceValue, name: str, value: Value | None) -> None:
+        """Write an object's attribute (None: remove it), logged for the `if` arms being run."""
+        for log in self.attr_logs:
+            log.append((owner, name, owner.attrs.get(name)))
+        _put_attr(owner, name, value)
+
     def _exec_arms(self, node: cst.If, test: Value, ref: int, before: dict[str, Value], start: int) -> None:
-        self.exec_block(_body(node))
+        if_writes: list[tuple[InstanceValue, str, Value | None]] = []
+        self.attr_logs.append(if_writes)
+        try:
+            self.exec_block(_body(node))
+        finally:
+            self.attr_logs.pop()
         in_if = self.collectives[start:]
         after_if, if_ended = self.frame.env, self.frame.ended()
+        attrs_after_if = {(id(o), n): o.attrs.get(n) for o, n, _ in if_writes}
+        for owner, name, previous in reversed(if_writes):  # the else arm starts from the objects before the `if`
+            _put_attr(owner, name, previous)
         self.frame.env = dict(before)
         self.frame.exited = self.frame.jumped = False
         middle = len(self.collectives)
-        if node.orelse is not None:
-            if isinstance(node.orelse, cst.If):
-                self.exec_if(node.orelse)
-            else:
-                self.exec_block(_body(node.orelse))
+        else_writes: list[tuple[InstanceValue, str, Value | None]] = []
+        self.attr_logs.append(else_writes)
+        try:
+            if node.orelse is not None:
+                if isinstance(node.orelse, cst.If):
+                    self.exec_if(node.orelse)
+                else:
+                    self.exec_block(_body(node.orelse))
+        finally:
+            self.attr_logs.pop()
+        self._join_attrs(if_writes, attrs_after_if, else_writes, ref)
         in_else = self.collectives[middle:]
         if isinstance(test, RankValue):
             self._check_rank_branch(node, test, in_if, in_else)
@@ -586,6 +636,33 @@ class Interpreter:
             else:
                 merged[name] = join(a, b, ref)
         self.frame.env = merged
+
+    def _join_attrs(
+        self,
+        if_writes: list[tuple[InstanceValue, str, Value | None]],
+        after_if: dict[tuple[int, str], Value | None],
+        else_writes: list[tuple[InstanceValue, str, Value | None]],
+        ref: int,
+        widen: Callable[[Value], Value] | None = None,
+    ) -> bool:
+        """Each attribute an arm wrote: the join of its values after the two arms (the current values
+        are the second arm's). An arm that ended (return/raise) is joined too: its writes may reach a
+        caller, and a join only loses precision. Whether any attribute now differs from before."""
+        before: dict[tuple[int, str], tuple[InstanceValue, str, Value | None]] = {}
+        for owner, name, previous in if_writes + else_writes:
+            before.setdefault((id(owner), name), (owner, name, previous))
+        changed = False
+        for key, (owner, name, previous) in before.items():
+            a = after_if.get(key, previous)
+            b = owner.attrs.get(name)
+            # an attribute set on one path only: unknown after the `if` (reading it may fail on the other)
+            merged = b if a is b else join(a, b, ref) if a is not None and b is not None else UNKNOWN
+            if widen is not None and merged is not None:
+                merged = widen(merged)
+            if merged is not b:
+                self.set_attr(owner, name, merged)
+            changed = changed or merged != previous
+        return changed
 
     def _rank_specific_tensors(self, test: RankValue, after_if: dict, after_else: dict) -> list[str]:
         """(preview, SPMD502) Tensors computed differently on the two sides of a rank-dependent `if`.
@@ -684,7 +761,12 @@ class Interpreter:
             before = dict(self.frame.env)
             if isinstance(node, cst.For):
                 self.assign(node.target, item, None)
-            self.exec_block(_body(node))
+            writes: list[tuple[InstanceValue, str, Value | None]] = []
+            self.attr_logs.append(writes)
+            try:
+                self.exec_block(_body(node))
+            finally:
+                self.attr_logs.pop()
             if self.frame.exited:  # the body returned: after the loop is the path where it did not
                 self.frame.env = before
             self.frame.exited = self.frame.jumped = False
@@ -694,7 +776,9 @@ class Interpreter:
             }
             merged = {n: _loop_widen(v) for n, v in merged.items()}
             self.frame.env = merged
-            if merged == before:
+            # the objects the body wrote: their attributes joined with the values before this pass
+            attrs_changed = self._join_attrs([], {}, writes, ref, _loop_widen)
+            if merged == before and not attrs_changed:
                 break
         if node.orelse is not None:
             self.exec_block(_body(node.orelse))
@@ -757,7 +841,7 @@ class Interpreter:
                 declared = owner.cls.declared_type(target.attr.value)
                 if declared and value_node is not None:
                     value = calls.check_declared(self, value, declared, value_node, "SPMD401", "annotated attribute")
-                owner.attrs[target.attr.value] = value
+                self.set_attr(owner, target.attr.value, value)
                 self.ctx.bound(self.ctx.code_of(target), value, target)
                 return
             key = _attr_path(target)
@@ -802,7 +886,7 @@ class Interpreter:
         elif isinstance(node, cst.Attribute):
             owner = self._object_of(node.value)
             if isinstance(owner, InstanceValue):
-                owner.attrs[node.attr.value] = value
+                self.set_attr(owner, node.attr.value, value)
                 return
             key = _attr_path(node)
             if key is not None:
@@ -1043,16 +1127,11 @@ class Interpreter:
         return Literal(complex(node.value.replace("_", "")))
 
     def eval_SimpleString(self, node: cst.SimpleString) -> Value:
-        try:
-            return Literal(node.evaluated_value)
-        except Exception:  # noqa: BLE001 - a string libcst cannot evaluate is just unknown
-            return UNKNOWN
+        value = string_value(node)
+        return Literal(value) if value is not None else UNKNOWN
 
     def eval_ConcatenatedString(self, node: cst.ConcatenatedString) -> Value:
-        try:
-            value = node.evaluated_value
-        except Exception:  # noqa: BLE001
-            return UNKNOWN
+        value = string_value(node)
         return Literal(value) if value is not None else UNKNOWN
 
     def eval_FormattedString(self, node: cst.FormattedString) -> Value:
@@ -1169,6 +1248,13 @@ class Interpreter:
         assumed = self.mesh == self.ctx.options.mesh and not self.ctx.imports_spmd_types
         axes = {a: AxisType(Kind.R) for a in self.mesh} if typed and not assumed else {}
         return TensorValue(SpmdType(axes), grad, rank)
+
+
+def _put_attr(owner: InstanceValue, name: str, value: Value | None) -> None:
+    if value is None:
+        owner.attrs.pop(name, None)
+    else:
+        owner.attrs[name] = value
 
 
 def _body(node: cst.CSTNode) -> Sequence[cst.CSTNode]:

@@ -358,7 +358,8 @@ def _options(v: Value, branch: Branch) -> tuple[tuple[TensorValue, tuple[Branch,
     if isinstance(v, TensorValue):
         return ((v, (branch,)),)
     assert isinstance(v, Alternatives)
-    return tuple((t, (branch, *path)) for t, path in v.options)
+    # a loop's passes join the same back edge again: a path names each way once
+    return tuple((t, path if branch in path else (branch, *path)) for t, path in v.options)
 
 
 def _widen(values: list[TensorValue]) -> TensorValue:

@@ -212,6 +212,12 @@ def _branch_note(f: Finding, sites: list[cst.CSTNode], line_of) -> str:  # noqa:
                 f"when the conditional expression at line {line_of(node)} takes its "
                 f"{'first' if b.arm == 'if' else 'else'} value"
             )
+        elif isinstance(node, cst.Try):
+            parts.append(
+                f"when the `try` at line {line_of(node)} completes"
+                if b.arm == "if"
+                else f"when the `try` at line {line_of(node)} handles an exception"
+            )
         else:
             parts.append(f"when the `if` at line {line_of(node)} takes the {'if' if b.arm == 'if' else 'else'} branch")
     return "(" + "; ".join(parts) + ")"

@@ -117,6 +117,17 @@ def quiet_ast_parse(source: str | bytes) -> ast.Module:
         return ast.parse(source)
 
 
+def string_value(node: object) -> object:
+    """A libcst string's value (`evaluated_value`, which runs `ast.literal_eval`) without the warnings
+    CPython gives on the checked code (`"\\d"`); None where it cannot be evaluated."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return node.evaluated_value  # type: ignore[attr-defined]
+        except Exception:  # noqa: BLE001 - a string libcst cannot evaluate is just unknown
+            return None
+
+
 def _too_deep(tree: ast.AST) -> list[tuple[ast.expr, int]]:
     """The outermost expressions deeper than the limit, with their depth (iterative: no recursion)."""
     found: list[tuple[ast.expr, int]] = []

@@ -10,6 +10,7 @@ from typing import TextIO
 
 from spmdcheck.diagnostics.render import Diagnostic
 from spmdcheck.report import ReportContext, display_path
+from spmdcheck.report.printable import printable
 
 
 def escape_data(text: str) -> str:
@@ -26,16 +27,17 @@ def write(diags: list[Diagnostic], context: ReportContext, out: TextIO) -> None:
     for d in diags:
         level = {"error": "error", "note": "notice"}.get(d.severity, "warning")
         props = {
-            "file": display_path(d.path).replace("\\", "/"),
+            "file": printable(display_path(d.path).replace("\\", "/")),
             "line": str(d.line),
             "col": str(d.column),
             "endLine": str(d.end_line),
             "endColumn": str(d.end_column),
             "title": f"{d.code} {d.name}",
         }
-        message = f"{d.code} {d.message}"
+        # the runner's log viewer interprets terminal escapes: text from the files is shown escaped
+        message = f"{d.code} {printable(d.message)}"
         if d.suggestions:
             s = d.suggestions[0]
-            message += f"\nhelp: {s.message}\n    {s.replacement}"
+            message += f"\nhelp: {printable(s.message)}\n    {printable(s.replacement)}"
         rendered = ",".join(f"{k}={escape_property(v)}" for k, v in props.items())
         out.write(f"::{level} {rendered}::{escape_data(message)}\n")

@@ -1,4 +1,9 @@
-"""`junit`: JUnit XML, one test suite per file with findings and one failed test case per finding."""
+"""`junit`: JUnit XML, one test suite per file with findings and one failed test case per finding.
+
+XML 1.0 cannot hold most control characters, not even escaped: text from the checked files (names,
+messages quoting code) goes through `printable`, so a file name with ESC or a newline still gives a
+well-formed report.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,7 @@ from typing import TextIO
 
 from spmdcheck.diagnostics.render import Diagnostic
 from spmdcheck.report import ReportContext, display_path
+from spmdcheck.report.printable import printable
 
 
 def write(diags: list[Diagnostic], context: ReportContext, out: TextIO) -> None:
@@ -18,7 +24,7 @@ def write(diags: list[Diagnostic], context: ReportContext, out: TextIO) -> None:
         ET.SubElement(suite, "testcase", name="spmdcheck", classname="spmdcheck")
     for path, group in itertools.groupby(diags, key=lambda d: d.path):
         found = list(group)
-        shown = display_path(path)
+        shown = printable(display_path(path))
         suite = ET.SubElement(
             root, "testsuite", name=shown, tests=str(len(found)), failures=str(len(found)), errors="0"
         )
@@ -26,8 +32,9 @@ def write(diags: list[Diagnostic], context: ReportContext, out: TextIO) -> None:
             case = ET.SubElement(
                 suite, "testcase", name=f"{d.code} {d.name}", classname=shown, file=shown, line=str(d.line)
             )
-            failure = ET.SubElement(case, "failure", message=d.message, type=d.code)
-            failure.text = f"{shown}:{d.line}:{d.column}: {d.code} [{d.name}] {d.message}"
+            message = printable(d.message)
+            failure = ET.SubElement(case, "failure", message=message, type=d.code)
+            failure.text = f"{shown}:{d.line}:{d.column}: {d.code} [{d.name}] {message}"
     ET.indent(root)
     out.write('<?xml version="1.0" encoding="UTF-8"?>\n')
     out.write(ET.tostring(root, encoding="unicode"))

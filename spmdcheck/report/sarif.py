@@ -1,7 +1,8 @@
 """`sarif`: SARIF 2.1.0, one run, as GitHub code scanning reads it.
 
-Rules carry their metadata (short/full description, help page, default
-level); results carry a region, the suggested fixes as SARIF fixes, and a
+Rules carry their metadata (short/full description, the whole rule page as
+`help`, default level; no `helpUri`: the pages are not published at a URL,
+and a viewer shows `help` in place); results carry a region, the suggested fixes as SARIF fixes, and a
 line-number-free `partialFingerprints` entry so that code scanning tracks a
 finding across edits above it.
 """
@@ -21,8 +22,6 @@ from spmdcheck.report import ReportContext
 from spmdcheck.report.fingerprint import finding_keys
 
 SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
-# Where each rule's page is published; `spmdcheck explain CODE` prints the same page.
-RULE_PAGE_URL = "https://github.com/spmdcheck/spmdcheck/blob/main/spmdcheck/diagnostics/pages/{code}.md"
 _SECTION = re.compile(r"^## What it does\n(?P<body>.*?)(?=^## |\Z)", re.DOTALL | re.MULTILINE)
 _ROOT_ID = "%SRCROOT%"
 
@@ -39,7 +38,6 @@ def rule_descriptor(info: Code) -> dict:
         "name": info.name,
         "shortDescription": {"text": info.summary},
         "fullDescription": {"text": _what_it_does(info)},
-        "helpUri": RULE_PAGE_URL.format(code=info.code),
         "help": {"text": page, "markdown": page},
         "defaultConfiguration": {"level": info.severity},
         "properties": {
@@ -109,7 +107,6 @@ def sarif_log(diags: list[Diagnostic], context: ReportContext) -> dict:
                 "name": "spmdcheck",
                 "version": __version__,
                 "semanticVersion": __version__,
-                "informationUri": RULE_PAGE_URL.rsplit("/blob/", 1)[0],
                 "rules": [rule_descriptor(info) for info in CODES.values()],
             }
         },

@@ -6,6 +6,8 @@ import json
 import os
 from typing import TextIO
 
+from spmdcheck.report.printable import printable
+from spmdcheck.report.sources import SourceLines
 from spmdcheck.typeinfo import Binding, TypedFile
 
 MAX_CODE_WIDTH = 88  # type columns start after the source, but never further right than this
@@ -35,19 +37,17 @@ def write_types_text(files: list[TypedFile], out: TextIO, color: bool | None = N
     from rich.markup import escape
 
     console = Console(file=out, force_terminal=color, no_color=color is False, highlight=False, soft_wrap=True)
+    sources = SourceLines()  # decoded as Python does (coding cookie, BOM), lines numbered as Python does
     for f in files:
-        try:
-            with open(f.path, encoding="utf-8") as fh:
-                lines = fh.read().splitlines()
-        except (OSError, UnicodeDecodeError):
-            lines = []
+        # terminal escapes and bidi overrides from the file are shown escaped, as in the other reports
+        lines = [printable(text) for text in sources.lines(f.path)]
         by_line: dict[int, list[Binding]] = {}
         for b in f.bindings:
             by_line.setdefault(b.line, []).append(b)
-        console.print(f"[bold]{escape(_relative(f.path))}[/bold]")
+        console.print(f"[bold]{escape(printable(_relative(f.path)))}[/bold]")
         for d in f.diagnostics:
             if d.code in ("SPMD000", "SPMD001", "SPMD005"):  # why the types below may be missing
-                console.print(f"  [bold red]{d.code}[/bold red] {escape(d.message)}")
+                console.print(f"  [bold red]{d.code}[/bold red] {escape(printable(d.message))}")
         width = len(str(len(lines)))
         code_width = min(MAX_CODE_WIDTH, max((len(lines[n - 1]) for n in by_line if n <= len(lines)), default=0))
         for n, text in enumerate(lines, start=1):

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from spmdcheck.api import Settings, load_registry
 from spmdcheck.diagnostics.render import Diagnostic, SuggestionOut, make
 from spmdcheck.fixes import fix_text
+from spmdcheck.frontend.guard import quiet_ast_parse
 from spmdcheck.typeinfo import Binding, TypedFile, infer_source
 
 IMPORT_LINE = "import spmd_types"
@@ -163,7 +164,7 @@ def _binding_at(bindings: list[Binding], name: str, line: int, col: int) -> Bind
 
 def _function_ranges(source: str) -> list[tuple[int, int]]:
     try:
-        tree = ast.parse(source)
+        tree = quiet_ast_parse(source)
     except (SyntaxError, ValueError):
         return []
     return [
