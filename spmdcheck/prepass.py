@@ -88,6 +88,14 @@ _INERT_FIELDS = frozenset(
         "source",
         "spmd_api",
         "context",
+        # values, not types: a container of the modules it is given, a tensor's number of dimensions, a
+        # string constant (an axis name), the stub module of a model (its code is judged in `seed_words`)
+        "container_param",
+        "sequential_param",
+        "rank_of",
+        "const_str",
+        "model_module",
+        "model_path",
     }
 )
 # spmd_types API handlers that only read a type that is already there (backward checks the loss).
@@ -135,6 +143,7 @@ def seed_words(registry: Registry, mesh_configured: bool) -> frozenset[str]:
     every rule's key (`torch`, which every such name is imported through) is a seed as well.
     """
     words: set[str] = set()
+    models: dict[str, str] = {}  # a @model rule's name -> its stub file, judged by what its code names
     for key in registry.rules:
         rule = registry.lookup(key)
         root = key.split(".", 1)[0]
@@ -144,7 +153,39 @@ def seed_words(registry: Registry, mesh_configured: bool) -> frozenset[str]:
             words.add(root)
         if _creates_types(rule):
             words.add(key.rpartition(".")[2])
+        elif rule.model_path is not None:
+            models[key.rpartition(".")[2]] = rule.model_path
+    # A model's code runs as the checked code would: it can make a type only by naming a seed (or the
+    # spmd_types API); one that only stores its arguments makes values, like a literal does.
+    model_words = {name: _model_words(path) for name, path in models.items()}
+    changed = True
+    while changed:
+        changed = False
+        for name, named in model_words.items():
+            if name not in words and (named is None or not named.isdisjoint(words)):
+                words.add(name)
+                changed = True
     return frozenset(words)
+
+
+def _model_words(path: str) -> frozenset[str] | None:
+    """The identifiers a model stub's code names outside its import statements; None when it cannot be
+    read (then it is a seed) or when it names a marker (`spmd`, `Annotated`)."""
+    try:
+        data = open(path, "rb").read()
+        text = data.decode("utf-8")
+        tree = ast.parse(data)
+    except (OSError, SyntaxError, ValueError, UnicodeDecodeError, RecursionError, MemoryError):
+        return None
+    lines = _NEWLINE.split(code_only(text))
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            for n in range(node.lineno, (node.end_lineno or node.lineno) + 1):
+                lines[n - 1] = ""
+    rest = "\n".join(lines)
+    if any(marker.decode() in rest for marker in WHOLE_FILE_MARKERS):
+        return None
+    return _words(rest)
 
 
 @dataclass

@@ -266,3 +266,23 @@ def test_only_files_without_long_expressions_skip_the_depth_screen():
         assert not guard.shallow(tree, data)
     chain = "x = " + "+".join(["a"] * 1200) + "\n"
     assert guard.screen(chain).deep  # what the screen would have caught
+
+
+def test_string_values_read_without_literal_eval_agree_with_it():
+    import warnings
+
+    import libcst as cst
+
+    from spmdcheck.frontend.guard import string_value
+
+    cases = ['"abc"', "'abc'", '""', "''", '""""""', "''''''", '"""a\nb"""', "r'a'", "u'x'", "R'\\d'", "'\\n'"]
+    cases += ["b'x'", "rb'x'", "'\"'", "\"'''\"", "'''a\"b'''", 'U"q"', "f'{x}'", "'a' 'b'", "3", "rank"]
+    for case in cases:
+        node = cst.parse_expression(case)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                expected = node.evaluated_value
+            except Exception:  # noqa: BLE001 - names and numbers have none
+                expected = None
+        assert string_value(node) == expected and type(string_value(node)) is type(expected), case

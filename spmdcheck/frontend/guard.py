@@ -82,12 +82,13 @@ def screen(text: str) -> Screened:
 
 
 def shallow(tree: ast.Module, data: bytes) -> bool:
-    """True when no expression of `tree` (parsed from `data`) can be deeper than the limit, judged from
-    the length of its source alone, without walking it: every level of an expression's tree but a few
-    (an f-string's parts, a name's context) holds a token of its own, so an expression of n bytes is at
-    most n + 16 levels deep; half of the limit is the bound used. `screen` has nothing to do then."""
+    """True when no expression of `tree` (parsed from `data`) is deeper than the limit (`screen` has
+    nothing to do then). A short expression is not walked: every level of an expression's tree but a
+    few (an f-string's parts, a name's context) holds a token of its own, so an expression of n bytes
+    is at most n + 16 levels deep; one of more than half the limit in bytes is measured."""
     limit = (MAX_EXPRESSION_DEPTH - 16) // 2
     lengths: list[int] | None = None
+    long_roots: list[ast.expr] = []
     stack: list[ast.AST] = [tree]
     while stack:
         node = stack.pop()
@@ -103,8 +104,8 @@ def shallow(tree: ast.Module, data: bytes) -> bool:
                     lengths = [len(line) + 2 for line in _BYTE_LINES.split(data)]
                 size = sum(lengths[first - 1 : last])
             if size > limit:
-                return False
-    return True
+                long_roots.append(child)
+    return all(_depth(root) <= MAX_EXPRESSION_DEPTH for root in long_roots)  # measured: a long call is flat
 
 
 _BYTE_LINES = re.compile(rb"\r\n|\r|\n")
@@ -120,6 +121,12 @@ def quiet_ast_parse(source: str | bytes) -> ast.Module:
 def string_value(node: object) -> object:
     """A libcst string's value (`evaluated_value`, which runs `ast.literal_eval`) without the warnings
     CPython gives on the checked code (`"\\d"`); None where it cannot be evaluated."""
+    text = getattr(node, "value", None)
+    if type(text) is str and "\\" not in text and "\r" not in text:  # no escape, no newline to translate:
+        quote = text.lstrip("rRuU")  # a plain str literal is its text between the quotes
+        if len(text) - len(quote) <= 1 and quote[:1] in ("'", '"'):
+            width = 3 if quote[:3] in ("'''", '"""') and len(quote) >= 6 else 1
+            return quote[width:-width]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
