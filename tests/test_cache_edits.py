@@ -260,7 +260,9 @@ def test_only_files_without_long_expressions_skip_the_depth_screen():
 
     ordinary = "def f(x):\n    return g(x, [1, 2, 3], {'a': (x + 1) * 2})\n"
     assert guard.shallow(ast.parse(ordinary), ordinary.encode())
-    for deep in ("x = " + "+".join(["a"] * 1200) + "\n", "y = (\n" + "-" * 600 + "1\n)\n"):
+    flat = "x = [\n" + "    'a',\n" * 400 + "]\n"  # long but flat: measured, then let through
+    assert guard.shallow(ast.parse(flat), flat.encode())
+    for deep in ("x = " + "+".join(["a"] * 1200) + "\n", "y = (\n" + "-" * 1200 + "1\n)\n"):
         data = deep.encode()
         tree = ast.parse(data)
         assert not guard.shallow(tree, data)
