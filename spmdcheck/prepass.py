@@ -172,9 +172,10 @@ def _model_words(path: str) -> frozenset[str] | None:
     """The identifiers a model stub's code names outside its import statements; None when it cannot be
     read (then it is a seed) or when it names a marker (`spmd`, `Annotated`)."""
     try:
-        data = open(path, "rb").read()
+        with open(path, "rb") as fh:
+            data = fh.read()
         text = data.decode("utf-8")
-        tree = ast.parse(data)
+        tree = guard.quiet_ast_parse(data)
     except (OSError, SyntaxError, ValueError, UnicodeDecodeError, RecursionError, MemoryError):
         return None
     lines = _NEWLINE.split(code_only(text))
