@@ -230,9 +230,16 @@ class ResultCache:
             self.dirty = True
 
     def finish(self, tree: str, results: dict[str, tuple[bool, list[list[Any]]]], programs: dict) -> None:
-        """Remember this run: its tree key, every file's result, and the programs it analysed."""
-        if tree != self.tree or results != self.results or programs.keys() != self.programs.keys():
-            self.tree, self.results, self.programs = tree, results, programs
+        """Remember this run: its tree key, every file's result, and the programs it analysed; programs of
+        earlier runs are kept too, up to twice as many again (an edit undone, a branch switched back)."""
+        kept = dict(programs)
+        room = 2 * len(programs) + KEEP_EXTRA_PROGRAMS
+        for key, entry in self.programs.items():
+            if len(kept) >= room:
+                break
+            kept.setdefault(key, entry)
+        if tree != self.tree or results != self.results or list(kept) != list(self.programs):
+            self.tree, self.results, self.programs = tree, results, kept
             self.dirty = True
 
     def save(self) -> None:
@@ -269,6 +276,7 @@ class ResultCache:
         _prune(self.file.parent)
 
 
+KEEP_EXTRA_PROGRAMS = 16  # beyond twice this run's programs, results of earlier runs kept
 KEEP_STORES = 8  # run keys kept side by side (settings groups, recent checker versions)
 
 

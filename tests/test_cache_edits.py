@@ -288,3 +288,15 @@ def test_string_values_read_without_literal_eval_agree_with_it():
             except Exception:  # noqa: BLE001 - names and numbers have none
                 expected = None
         assert string_value(node) == expected and type(string_value(node)) is type(expected), case
+
+
+def test_an_undone_edit_reuses_the_results_of_before(project):
+    before = _same_as_cold(project)
+    keys = _program_keys(project)
+    _edit(project, "layers.py", "    dist.all_reduce(loss, group=GROUP)\n", "    loss = loss * 2\n")
+    _same_as_cold(project)
+    edited = _program_keys(project)
+    assert keys < edited  # the new program's results, and the earlier ones still
+    (project / "pkg" / "layers.py").write_text(LAYERS)
+    assert _same_as_cold(project) == before
+    assert _program_keys(project) == edited  # nothing new was analysed: the first run's results served
