@@ -45,6 +45,12 @@ def add_check_arguments(check: argparse.ArgumentParser) -> None:
     config.add_argument("--jobs", "-j", type=int, default=None, help="worker processes (default: cores)")
     config.add_argument("--no-respect-gitignore", action="store_true")
     config.add_argument(
+        "--no-project-context",
+        action="store_true",
+        help="analyse only the files given, without the other files of their packages (callers in other "
+        "files then give them no types)",
+    )
+    config.add_argument(
         "--no-cache", action="store_true", help="neither read nor write the result cache (.spmdcheck_cache/)"
     )
     config.add_argument(

@@ -241,6 +241,7 @@ def _show_settings(resolver, args: argparse.Namespace, path: str) -> int:  # noq
         "ignore": list(settings.ignore),
         "enabled-codes": [c for c in CODES if _selected(c, settings)],
         "respect-gitignore": cfg.respect_gitignore,
+        "project-context": cfg.project_context and not args.no_project_context,
         "jobs": cfg.jobs,
     }
     for key, value in rows.items():
@@ -326,6 +327,7 @@ def _check(args: argparse.Namespace) -> int:
     results = []
     reported: set[tuple[str, ...]] = set()
     for settings, group in by_settings.items():
+        context: list[str] = []  # other files of the group's packages, analysed with it but not reported
         store = _open_cache(args, primary.root, settings) if stdin_text is None else None
         registry = None  # loaded when something is analysed: a cached run reads only the cache
         if store is not None and store.stub_errors is not None:
@@ -351,7 +353,9 @@ def _check(args: argparse.Namespace) -> int:
         else:
             from spmdcheck.api import run_check
 
-            group_results = run_check(group, settings, registry, jobs, store)
+            if primary.project_context and not args.no_project_context:
+                context = _project_context(group, settings, resolver, args, primary)
+            group_results = _named(run_check(group + context, settings, registry, jobs, store), group)
             if store is not None:
                 store.save()
         if registry is None and (args.diff or args.add_noqa or args.fix):
@@ -360,10 +364,12 @@ def _check(args: argparse.Namespace) -> int:
             pass  # --diff writes nothing; stdin has no file (with --fix, the fixed text went to stdout)
         elif args.add_noqa:
             _add_noqa(group_results)
-            group_results = _run(group, settings, registry, jobs)
+            group_results = _run(group, settings, registry, jobs, context)
         elif args.fix:
             roots = [p if os.path.isdir(p) else os.path.dirname(p) or "." for p in paths]
-            group_results, unfixed = _fix(group_results, group, settings, registry, args.unsafe_fixes, jobs, roots)
+            group_results, unfixed = _fix(
+                group_results, group, settings, registry, args.unsafe_fixes, jobs, roots, context
+            )
             if unfixed:  # every file that could not be written was named on stderr
                 status = EXIT_USAGE
         results += group_results
@@ -455,7 +461,7 @@ def _add_noqa(results) -> None:  # noqa: ANN001
     print(f"spmdcheck: added noqa comments to {added} line(s)", file=sys.stderr)
 
 
-def _fix(results, files: list[str], settings, registry, unsafe: bool, jobs: int, roots: list[str]):  # noqa: ANN001, ANN202
+def _fix(results, files: list[str], settings, registry, unsafe: bool, jobs: int, roots: list[str], context: list[str]):  # noqa: ANN001, ANN202, E501
     """Apply fixes in rounds (spmdcheck/fix_review.py says why): each round applies every file's next batch,
     then checks the changed files again, and at the end every file; only the safe fixes without --unsafe-fixes.
     Each file's write is a transaction (spmdcheck/fixes.py); returns the results and how many files could
@@ -499,10 +505,11 @@ def _fix(results, files: list[str], settings, registry, unsafe: bool, jobs: int,
         if not changed:
             break
         # the next round needs only the changed files' findings; the report below checks everything again
-        again = {r.path: r for r in _run(changed, settings, registry, jobs)}
+        unchanged = [f for f in files if f not in changed]  # still the changed files' context
+        again = {r.path: r for r in _run(changed, settings, registry, jobs, context + unchanged)}
         results = [again.get(r.path, r) for r in results]
     if applied:
-        results = _run(files, settings, registry, jobs)
+        results = _run(files, settings, registry, jobs, context)
     for path, count in sorted(applied.items()):
         print(f"spmdcheck: {printable(path)}: applied {count} fix(es)", file=sys.stderr)
     return results, len(failed)
@@ -541,11 +548,61 @@ def _fix_stdin(data: bytes, result, settings, registry, unsafe: bool):  # noqa: 
     return FileResult(result.path, check(fixed))
 
 
-def _run(files: list[str], settings, registry, jobs: int):  # noqa: ANN001, ANN202
-    """Whole-program analysis (the pre-pass, then each connected part of the import graph), uncached."""
+def _run(files: list[str], settings, registry, jobs: int, context: list[str]):  # noqa: ANN001, ANN202
+    """Whole-program analysis (the pre-pass, then each connected part of the import graph), uncached;
+    `context` files are analysed with `files`, only `files` are reported."""
     from spmdcheck.api import run_check
 
-    return run_check(files, settings, registry, jobs)
+    return _named(run_check(files + context, settings, registry, jobs), files)
+
+
+def _named(results: list, files: list[str]) -> list:
+    wanted = set(files)
+    return [r for r in results if r.path in wanted]
+
+
+# A project context larger than this is not analysed (a file named in a huge folder that is no package):
+# the named files are then checked on their own, and a note says so.
+MAX_CONTEXT_FILES = 5000
+
+
+def _project_context(group: list[str], settings, resolver, args: argparse.Namespace, primary) -> list[str]:  # noqa: ANN001
+    """The other files of the packages the group's files belong to (below their import roots), checked
+    with the same analysis settings: callers there give the group's functions their types, as when the
+    whole folder is checked. Files the configuration excludes are left out."""
+    from spmdcheck.discovery import discover
+    from spmdcheck.program.graph import import_root
+
+    named = {os.path.realpath(f) for f in group}
+    roots = sorted({import_root(f) for f in group})
+    found, _ = discover(
+        roots,
+        primary.root,
+        primary.discovery_excludes(),
+        primary.respect_gitignore and not args.no_respect_gitignore,
+        True,
+        errors=[],
+    )
+    analysis = (settings.mesh, settings.strict, settings.preview, settings.stub_path)
+    context = []
+    for f in found:
+        path = pathlib.Path(f)
+        if os.path.realpath(f) in named:
+            continue
+        cfg = resolver.for_path(path)
+        if not cfg.included(path) or cfg.excluded(path):
+            continue
+        other = _file_settings(cfg, args, f)
+        if (other.mesh, other.strict, other.preview, other.stub_path) == analysis:
+            context.append(f)
+    if len(context) > MAX_CONTEXT_FILES:
+        print(
+            f"spmdcheck: note: the packages of the files given hold {len(context)} other files (more than "
+            f"{MAX_CONTEXT_FILES}): the files are checked without them (--no-project-context)",
+            file=sys.stderr,
+        )
+        return []
+    return context
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ KNOWN_KEYS: dict[str, type] = {
     "per-file-ignores": dict,
     "extend-per-file-ignores": dict,
     "respect-gitignore": bool,
+    "project-context": bool,
     "jobs": int,
 }
 # keys whose value adds to what an `extend`ed config (or a lower-priority override) gave
@@ -79,6 +80,8 @@ class Config:
     ignore: tuple[str, ...] = ()
     per_file_ignores: tuple[tuple[Glob, tuple[str, ...]], ...] = ()
     respect_gitignore: bool = True
+    # files named on the command line are analysed with the rest of their project (reported alone)
+    project_context: bool = True
     jobs: int = 0
     root: pathlib.Path = field(default_factory=pathlib.Path.cwd)
     source: pathlib.Path | None = None
@@ -275,6 +278,7 @@ def build_config(table: dict, root: pathlib.Path, source: pathlib.Path | None) -
         ignore=tuple(table.get("ignore", ())),
         per_file_ignores=tuple(table.get("per-file-ignores", ())) + tuple(table.get("extend-per-file-ignores", ())),
         respect_gitignore=table.get("respect-gitignore", True),
+        project_context=table.get("project-context", True),
         jobs=table.get("jobs", 0),
         root=root,
         source=source,

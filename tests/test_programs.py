@@ -165,6 +165,37 @@ def test_command_line_checks_each_program_folder():
     assert proc.returncode == (1 if any(expected_program_diagnostics(p) for p in PROGRAMS) else 0)
 
 
+def _named_file(program: pathlib.Path) -> pathlib.Path:
+    """The file of a program with the most expected findings (else its first module)."""
+    want = expected_program_diagnostics(program)
+    counts = {m: sum(1 for rel, *_ in want if rel == m.relative_to(program).as_posix()) for m in modules(program)}
+    return max(modules(program), key=lambda m: (counts[m], -modules(program).index(m)))
+
+
+def test_files_named_alone_are_checked_within_their_project():
+    """pre-commit names only the changed files: each is analysed with the other files of its package
+    (callers elsewhere give its functions their types) and gets exactly the findings of the folder run."""
+    named = {program: _named_file(program) for program in PROGRAMS}
+    args = [str(f.relative_to(ROOT)) for f in named.values()]
+
+    def findings(*extra: str) -> set[tuple[str, int, str, str]]:
+        proc = subprocess.run([sys.executable, "-m", "spmdcheck", "check", *args, *extra, "--no-cache",
+                               "--output-format", "json"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+        assert proc.returncode in (0, 1), proc.stderr
+        return {((ROOT / d["path"]).resolve().relative_to(PROGRAMS_ROOT).as_posix(), d["line"], d["code"],
+                 d["severity"]) for d in json.loads(proc.stdout)["diagnostics"]}
+
+    want = {(f"{program.name}/{rel}", line, code, sev)
+            for program, f in named.items()
+            for rel, line, code, sev in expected_program_diagnostics(program)
+            if rel == f.relative_to(program).as_posix()}
+    got = findings()
+    assert got == want, f"unexpected:\n{_show(got - want)}\nmissing:\n{_show(want - got)}"
+    # alone, a file whose types come from callers in other files is blind: the context is what finds them
+    alone = findings("--no-project-context")
+    assert ("gpt_bug_missing_copy/layers.py", 84, "SPMD102", "error") in got - alone
+
+
 # --------------------------------------------------------------------------- ground truth: the programs run
 @pytest.fixture(scope="module")
 def gt_harness():

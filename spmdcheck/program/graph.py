@@ -38,6 +38,18 @@ def module_name_for(path: str, exists=os.path.exists) -> ModuleFile:  # noqa: AN
     return ModuleFile(name, path, is_package)
 
 
+def import_root(path: str, exists=os.path.exists) -> str:  # noqa: ANN001 - injectable for tests
+    """The folder `path`'s absolute imports start from: the one above its outermost package, or its
+    own folder when it is in no package (where Python puts a script's folder on `sys.path`)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    while exists(os.path.join(folder, "__init__.py")):
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            break
+        folder = parent
+    return folder
+
+
 def package_of(module: ModuleFile) -> str:
     """The package a module's relative imports start from."""
     if module.is_package:
