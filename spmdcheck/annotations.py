@@ -152,6 +152,15 @@ mesh_factory = _factory
 mesh_group = _factory
 spmd_api = _factory
 context = _factory
+# The call returns this constant in the configuration spmdcheck checks (`get_spmd_backend()` is "spmd_types"):
+# a branch on it is judged even in a function checked on its own.
+assume_returns = _factory
+# On a class: what `isinstance(t, cls)` is for a tensor spmdcheck types, a local tensor (DTensor: False).
+instance_test = _factory
+# On a class: its objects are a per-axis SPMD type (`layout(types="axis_types", partition_spec=...)`).
+layout = _factory
+# On a class: its objects declare a module's sharding contract; the keywords name its fields.
+module_contract = _factory
 
 
 def is_known(value: Any) -> bool:

@@ -16,6 +16,8 @@ import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
+from spmdcheck import helper_stubs
+
 CONFIG_FILE_NAMES = ("spmdcheck.toml", ".spmdcheck.toml", "pyproject.toml")
 
 # canonical (kebab-case) key -> the TOML type it takes
@@ -36,6 +38,8 @@ KNOWN_KEYS: dict[str, type] = {
     "respect-gitignore": bool,
     "project-context": bool,
     "jobs": int,
+    "group-helpers": dict,
+    "mesh-setters": list,
 }
 # keys whose value adds to what an `extend`ed config (or a lower-priority override) gave
 _ACCUMULATING = ("extend-exclude", "extend-select", "extend-per-file-ignores")
@@ -211,6 +215,13 @@ def normalise_table(table: dict, where: str, base: pathlib.Path) -> dict:
             )
         if key in out:
             raise ConfigError(f"{where}: `{key}` is given twice (kebab-case and snake_case)")
+        if key in (helper_stubs.GROUP_HELPERS, helper_stubs.MESH_SETTERS):
+            try:
+                check = helper_stubs.check_group_helpers if key == helper_stubs.GROUP_HELPERS else None
+                out[key] = check(value) if check else helper_stubs.check_mesh_setters(value)
+            except helper_stubs.HelperConfigError as exc:
+                raise ConfigError(f"{where}: {exc}") from exc
+            continue
         if want is list:
             value = _check_strings(where, raw_key, value)
         elif want is bool and not isinstance(value, bool):
@@ -266,11 +277,21 @@ def _load_merged(path: pathlib.Path, chain: tuple[pathlib.Path, ...] = ()) -> di
 
 
 def build_config(table: dict, root: pathlib.Path, source: pathlib.Path | None) -> Config:
+    stub_path = tuple(table.get("stub-path", ()))
+    helpers = (tuple(table.get(helper_stubs.GROUP_HELPERS, ())), tuple(table.get(helper_stubs.MESH_SETTERS, ())))
+    if any(helpers):
+        # declared helpers become a stub directory after the user's own (their entries win)
+        try:
+            generated = helper_stubs.materialize(*helpers)
+        except helper_stubs.HelperConfigError as exc:
+            raise ConfigError(f"{source or 'configuration'}: {exc}") from exc
+        if generated is not None:
+            stub_path = (*stub_path, str(generated))
     return Config(
         mesh=tuple(table.get("mesh", ())),
         strict=table.get("strict", False),
         preview=table.get("preview", False),
-        stub_path=tuple(table.get("stub-path", ())),
+        stub_path=stub_path,
         include=tuple(table.get("include", ())),
         exclude=tuple(table.get("exclude", ())) + tuple(table.get("extend-exclude", ())),
         select=tuple(table.get("select", ())),

@@ -88,6 +88,8 @@ _INERT_FIELDS = frozenset(
         "source",
         "spmd_api",
         "context",
+        "assumed",  # a constant the checker assumes (get_spmd_backend()): it makes no type
+        "instance_test",  # isinstance(t, DTensor) of a typed tensor: it makes no type
         # values, not types: a container of the modules it is given, a tensor's number of dimensions, a
         # string constant (an axis name), the stub module of a model (its code is judged in `seed_words`)
         "container_param",

@@ -842,6 +842,7 @@ def test_stubbed_torch_names_exist_in_torch() -> None:
         "torch.distributed._functional_collectives",
         "torch.distributed.nn.functional",
         "torch.distributed.device_mesh",
+        "torch.distributed.tensor",
     ):
         importlib.import_module(submodule)
 

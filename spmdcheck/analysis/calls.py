@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from spmdcheck.analysis import ops, spmd_api, transfer
+from spmdcheck.analysis import contracts, ops, spmd_api, transfer
 from spmdcheck.analysis.binding import Arg, bind
 from spmdcheck.analysis.findings import Finding
 from spmdcheck.analysis.typeexpr import TypeExprError, group_parameter, is_opaque_axis, type_dict
@@ -16,6 +16,7 @@ from spmdcheck.analysis.values import (
     NUMBER,
     UNKNOWN,
     Alternatives,
+    Assumed,
     BoundMethod,
     BuiltinValue,
     Chain,
@@ -36,13 +37,14 @@ from spmdcheck.analysis.values import (
     Seq,
     SuperValue,
     TensorValue,
+    TrustedForward,
     TypeValue,
     Value,
     carries_types,
     join,
 )
 from spmdcheck.lattice import AxisType, GradState, Kind, Linearity, SpmdType
-from spmdcheck.rules.model import OpRule, Param, ParamRole
+from spmdcheck.rules.model import OpRule, Param, ParamRole, Returns
 from spmdcheck.rules.typespec import TypeSpecError, parse_type_spec
 
 if TYPE_CHECKING:
@@ -61,7 +63,14 @@ def _default_tensor_rule(qualname: str, method: bool) -> OpRule:
 def dispatch(interp: Interpreter, func: Value, args: list[Arg], node: cst.Call) -> Value:
     if isinstance(func, LocalMapValue):
         return spmd_api.call_local_map(interp, func, args, node)
+    declared = contracts.rule_of(interp, func)
+    if declared is not None:
+        return contracts.build(interp, declared, args, node)  # a layout or a module contract, read as data
     if isinstance(func, LazyImport):
+        registry = interp.ctx.registry
+        stubbed = _declaration(registry.lookup(registry.resolve_alias(f"{func.module}.{func.name}")))
+        if stubbed is not None:
+            return apply_rule(interp, stubbed, args, node)  # a stub (or a config key) describes this helper
         if not any(carries_types(v) for _, v, _ in args):
             return UNKNOWN  # a library function given nothing typed can produce no finding and no type
         func = interp.resolve_lazy(func)
@@ -97,9 +106,14 @@ def dispatch(interp: Interpreter, func: Value, args: list[Arg], node: cst.Call) 
         receiver_node = node.func.value if isinstance(node.func, cst.Attribute) else node
         return apply_rule(interp, rule, [(None, func.receiver, receiver_node), *args], node)
     if isinstance(func, FunctionValue):
+        declared = _declared_rule(interp, func)
+        if declared is not None:
+            return apply_rule(interp, declared, args, node)  # a stub (or a config key) describes this helper
         return call_function(interp, func, args, node)
     if isinstance(func, MethodValue):
         return call_function(interp, func.func, args, node, receiver=func.receiver)
+    if isinstance(func, TrustedForward):
+        return _trusted_forward(interp, func, args, node)
     if isinstance(func, ClassValue):
         return instantiate(interp, func, args, node)
     if isinstance(func, Chain) and len(args) == 1:
@@ -110,12 +124,17 @@ def dispatch(interp: Interpreter, func: Value, args: list[Arg], node: cst.Call) 
     if isinstance(func, InstanceValue):
         call = func.cls.lookup("forward") if func.cls.lookup("__call__") is None else func.cls.lookup("__call__")
         if isinstance(call, FunctionValue):
+            routed = contracts.call_module(interp, func, call, args, node)
+            if routed is not None:
+                return routed  # a module contract: its wrapper redistributes the arguments and the output
             return call_function(interp, call, args, node, receiver=func)
         return UNKNOWN
     if isinstance(func, BuiltinValue) and func.name == "super":
         owner, receiver = interp.frame.owner, _receiver_of(interp)
         if owner is not None and receiver is not None:
             return SuperValue(owner, receiver)
+    if isinstance(func, BuiltinValue) and func.name == "isinstance" and len(args) == 2:
+        return _isinstance(interp, args[0][1], args[1][1])
     if isinstance(func, BuiltinValue) and func.name in ("tuple", "list") and len(args) == 1 and args[0][0] is None:
         items = args[0][1]
         if isinstance(items, Seq):
@@ -135,6 +154,67 @@ def dispatch(interp: Interpreter, func: Value, args: list[Arg], node: cst.Call) 
 RANK_PRESERVING_BUILTINS = frozenset({"range", "int", "float", "min", "max", "abs", "bool", "divmod", "round"})
 
 
+def _declared_rule(interp: Interpreter, func: FunctionValue) -> OpRule | None:
+    """A module-level function of the checked program that a stub describes: the stub's rule wins, as a
+    declaration does (torchtitan's `get_spmd_backend`, a project's `_tp_group_from_context`)."""
+    if func.owner is not None:
+        return None
+    module = getattr(getattr(func.scope, "ctx", None), "module_file", None)
+    if module is None or not module.name:
+        return None
+    registry = interp.ctx.registry
+    return _declaration(registry.lookup(registry.resolve_alias(f"{module.name}.{func.qualname}")))
+
+
+def _declaration(rule: OpRule | None) -> OpRule | None:
+    """A stub rule that stands for checked code: not a @model (whose body is the checked code's stand-in
+    anyway) nor a plain class entry (the class's own body builds its objects)."""
+    if rule is None or rule.model_path is not None or (rule.opaque and rule.returns is Returns.VALUE):
+        return None
+    return rule
+
+
+def _isinstance(interp: Interpreter, value: Value, classes: Value) -> Value:
+    """`isinstance(t, DTensor)` for a tensor the checker types: what the stubs declare (@instance_test)."""
+    if not (isinstance(value, TensorValue) and value.typed and not value.opaque):
+        return UNKNOWN
+    answers = set()
+    for cls in classes.items if isinstance(classes, Seq) else (classes,):
+        rule = None
+        if isinstance(cls, ModuleRef):
+            registry = interp.ctx.registry
+            rule = registry.lookup(registry.resolve_alias(cls.qualname))
+        if rule is None or rule.instance_test is None:
+            return UNKNOWN
+        answers.add(rule.instance_test)
+    return Assumed(True in answers) if answers else UNKNOWN
+
+
+def _trusted_forward(interp: Interpreter, func: TrustedForward, args: list[Arg], node: cst.Call) -> Value:
+    """An autograd Function's forward under its typecheck_forward: run unchecked on the asserted inputs.
+
+    Its result keeps only what its forward values say: a pending sum, a varying or sharded value. R and I
+    differ only in their gradients, which the Function's own backward decides, so those axes are left for
+    typecheck_forward's assert on the result to declare.
+    """
+    saved = interp.checking
+    interp.checking = False
+    try:
+        result = call_function(interp, func.method.func, args, node, receiver=func.method.receiver)
+    finally:
+        interp.checking = saved
+    return _forward_values(result)
+
+
+def _forward_values(value: Value) -> Value:
+    if isinstance(value, TensorValue):
+        axes = {a: t for a, t in value.type.items() if t.kind not in (Kind.R, Kind.I)}
+        return TensorValue(SpmdType(axes), value.grad, value.rank, opaque=value.opaque or not axes)
+    if isinstance(value, Seq):
+        return Seq(tuple(_forward_values(v) for v in value.items), value.is_list)
+    return UNKNOWN
+
+
 def _dict_view(d: DictValue, view: str) -> Value:
     """`d.values()`, `d.items()`, `d.keys()` of a dict with known entries: a sequence of them."""
     if view == "values":
@@ -147,6 +227,7 @@ def _dict_view(d: DictValue, view: str) -> Value:
 def instantiate(interp: Interpreter, cls: ClassValue, args: list[Arg], node: cst.Call) -> Value:
     """`Cls(...)`: a new object, its `__init__` run with the call's arguments."""
     obj = InstanceValue(cls)
+    contracts.attach_from_call(interp, cls, args)
     init = cls.lookup("__init__")
     if isinstance(init, FunctionValue):
         call_function(interp, init, args, node, receiver=obj)

@@ -109,6 +109,13 @@ def apply_collective(interp: Analysis, rule: OpRule, bound: Bound, node: cst.CST
     )
 
 
+def check_transition(
+    interp: Analysis, coll: CollectiveRule, src: AxisType, dst: AxisType, node: cst.CSTNode, api: str
+) -> bool:
+    """Whether a src -> dst move is one the collective or conversion allows (reported where it is not)."""
+    return _transition_ok(interp, coll, src, dst, False, node, api)
+
+
 def _transition_ok(
     interp: Analysis, coll: CollectiveRule, src: AxisType, dst: AxisType, expert: bool, node: cst.CSTNode, api: str
 ) -> bool:

@@ -13,21 +13,24 @@ from typing import Protocol
 
 import libcst as cst
 
-from spmdcheck.analysis import budget, calls, spmd_api
+from spmdcheck.analysis import budget, calls, contracts, spmd_api
 from spmdcheck.analysis.context import FileContext
 from spmdcheck.analysis.findings import Finding
 from spmdcheck.analysis.values import (
     NONE,
     UNKNOWN,
     Alternatives,
+    Assumed,
     BoundMethod,
     BuiltinValue,
     ClassValue,
     ContextValue,
+    ContractValue,
     DictValue,
     FunctionValue,
     Homogeneous,
     InstanceValue,
+    LayoutValue,
     LazyImport,
     Literal,
     MembersValue,
@@ -40,6 +43,7 @@ from spmdcheck.analysis.values import (
     Seq,
     SuperValue,
     TensorValue,
+    TrustedForward,
     TypeValue,
     Unknown,
     Value,
@@ -89,6 +93,7 @@ _BUILTINS: dict[str, Value] = {
     "False": Literal(False),
     "None": NONE,
     "super": BuiltinValue("super"),
+    "isinstance": BuiltinValue("isinstance"),
     "tuple": BuiltinValue("tuple"),
     "list": BuiltinValue("list"),
     **{name: BuiltinValue(name) for name in calls.RANK_PRESERVING_BUILTINS},
@@ -187,6 +192,8 @@ class Interpreter:
         self.summaries: dict[tuple, Summary] = {}
         self._models: dict[str, Scope | None] = {}  # stub path -> its @model definitions
         self._instances: dict[int, InstanceValue] = {}  # class id -> the instance its methods are checked on
+        self.contracts: dict[int, Value] = {}  # module class id -> the @module_contract object that reached it
+        self.checked_nodes: set[int] = set()  # functions already checked on their own (ids of their nodes)
 
     # ------------------------------------------------------------------ entry
     def run_module(self, module: cst.Module) -> None:
@@ -274,12 +281,21 @@ class Interpreter:
                 return
             if decor.grad_enabled is not None:
                 self.grad_enabled = decor.grad_enabled
+            self.checked_nodes.add(id(fn))
             receiver = self.instance_for(owner) if owner is not None and calls.takes_self(fn) else None
+            contract = contracts.for_forward(self, owner, fn)
+            if contract is not None:
+                contracts.typed_state(receiver, contract)
             for param, value in calls.parameter_values(self, fn, decor, None, receiver):
+                if contract is not None and param in contract.params and not _is_tensor(value):
+                    value = TensorValue(SpmdType(contract.params[param]), GradState.UNKNOWN, None)
                 self.frame.env[param] = value
                 self.ctx.bound(param, value, _param_name(fn, param))
             self.exec_block(_body(fn))
             calls.check_returns(self, fn, decor, self.frame.returns)
+            if contract is not None and contract.returns:
+                for value, node in self.frame.returns:
+                    calls.check_declared(self, value, contract.returns, node, "SPMD402", "returned value (out_src)")
         finally:
             self.frame, self.grad_enabled, self.mesh, self.checking = saved
             self.ctx, self.scope = restore
@@ -446,6 +462,7 @@ class Interpreter:
         bases = tuple(self.eval(arg.value) for arg in node.bases if arg.keyword is None and not arg.star)
         cls = ClassValue(node.name.value, node, self.scope, bases, {}, {})
         saved = self.frame
+        cls.outer = saved.owner if saved.function is None else None
         self.frame = Frame({}, saved.globals if saved.function is None else saved.globals, owner=cls)
         # names of the enclosing scope stay visible while the class body runs (they are globals there)
         if saved.function is not None:
@@ -462,6 +479,7 @@ class Interpreter:
             cls.namespace.update(self.frame.env)
         finally:
             self.frame = saved
+        contracts.attach_from_body(self, cls)
         self.frame.env[node.name.value] = cls
 
     def exec_import(self, node: cst.Import | cst.ImportFrom) -> None:
@@ -558,7 +576,7 @@ class Interpreter:
         self.last_test = test
 
     def _exec_if(self, node: cst.If, test: Value) -> None:
-        if isinstance(test, Literal) and self.inline_stack:
+        if isinstance(test, Literal) and (self.inline_stack or isinstance(test, Assumed)):
             # In a call with known arguments a constant condition picks its branch (a `reduce_results=True`
             # default selects the reduction). Functions checked on their own keep both branches: there a
             # module constant stands for a setting that may change.
@@ -837,6 +855,7 @@ class Interpreter:
             calls.setitem(self, target, value, value_node)
         elif isinstance(target, cst.Attribute):
             owner = self.eval(target.value)
+            contracts.attach(self, owner, target.attr.value, value)
             if isinstance(owner, InstanceValue):
                 declared = owner.cls.declared_type(target.attr.value)
                 if declared and value_node is not None:
@@ -969,6 +988,8 @@ class Interpreter:
             return BoundMethod(base, qual)
         if isinstance(base, MeshValue):
             return BoundMethod(base, f"torch.distributed.device_mesh.DeviceMesh.{attr}")
+        if isinstance(base, (ContractValue, LayoutValue)):
+            return contracts.field(base, attr)
         if isinstance(base, DictValue) and attr in ("values", "items", "keys"):
             return BoundMethod(base, f"builtins.dict.{attr}")
         return UNKNOWN
@@ -996,10 +1017,14 @@ class Interpreter:
             if found is None and attr == "apply":
                 # spmd_types' typecheck_forward, when the class has one, is the typed signature of `apply`
                 # (not re-entered from its own body); otherwise `Fn.apply(x)` runs forward, `ctx` unknown.
+                # Inside typecheck_forward, its `Cls.apply(...)` runs forward on the asserted inputs, and what
+                # typecheck_forward then asserts on the result checks forward's output.
                 hook = spmd_api.autograd_apply(base, [self.frame.function, *self.inline_stack])
-                if hook is not UNKNOWN or base.lookup("typecheck_forward") is not None:
+                if hook is not UNKNOWN:
                     return hook
                 forward = base.lookup("forward")
+                if isinstance(forward, FunctionValue) and base.lookup("typecheck_forward") is not None:
+                    return TrustedForward(MethodValue(forward, UNKNOWN))
                 if isinstance(forward, FunctionValue):
                     return MethodValue(forward, UNKNOWN)
             return found if found is not None else UNKNOWN
@@ -1048,7 +1073,7 @@ class Interpreter:
     def eval_UnaryOperation(self, node: cst.UnaryOperation) -> Value:
         operand = self.eval(node.expression)
         if isinstance(node.operator, cst.Not) and isinstance(operand, Literal):
-            return Literal(not operand.value)
+            return type(operand)(not operand.value)
         if isinstance(node.operator, cst.Minus) and isinstance(operand, (TensorValue, Alternatives)):
             return calls.call_method(self, operand, f"{TENSOR}.__neg__", [], node, receiver_node=node.expression)
         if (
@@ -1084,6 +1109,8 @@ class Interpreter:
                 result = right.combine(result) if isinstance(result, RankValue) else right
             elif isinstance(left, Literal) and isinstance(right, Literal) and len(node.comparisons) == 1:
                 result = _fold_comparison(target.operator, left.value, right.value)
+                if isinstance(result, Literal) and (isinstance(left, Assumed) or isinstance(right, Assumed)):
+                    result = Assumed(result.value)
             if dunder and isinstance(left, (TensorValue, Alternatives)):
                 result = calls.call_method(
                     self, left, f"{TENSOR}.{dunder}", [(None, right, target.comparator)], node, receiver_node=node.left
@@ -1097,6 +1124,8 @@ class Interpreter:
             if isinstance(node.operator, cst.And):
                 return left if not left.value else right
             return left if left.value else right
+        if isinstance(left, Assumed) and bool(left.value) is not isinstance(node.operator, cst.And):
+            return left  # `False and x`, `True or x`: decided by the assumed constant
         if isinstance(left, RankValue):
             return left.combine(right)
         return right if isinstance(right, RankValue) else UNKNOWN

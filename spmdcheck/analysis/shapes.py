@@ -193,6 +193,10 @@ def move(rule: OpRule, bound: Bound, shard: int | None, rank: int | None) -> Dim
         if d[0] >= 0 and shard >= 0:
             return DimResult(shard + 1 if shard >= d[0] else shard, rank=new_rank)
         return DimResult(None, rank=new_rank)
+    if name == "unflatten":
+        return _unflatten(rule, bound, dims, shard, rank)
+    if name == "pad":
+        return _pad(rule, bound, dims, shard, rank)
     if name == "flatten":
         start = _ints(args[0]) if args else (0,)
         if shard is None or start is None:
@@ -202,3 +206,52 @@ def move(rule: OpRule, bound: Bound, shard: int | None, rank: int | None) -> Dim
             return DimResult(s)
         return DimResult(None)
     return DimResult(None)
+
+
+def _length(bound: Bound, param: str) -> int | None:
+    value = bound.get(param)
+    items = getattr(value, "items", None)
+    return len(items) if isinstance(items, tuple) else None
+
+
+def _unflatten(rule: OpRule, bound: Bound, dims: DimsRule, shard: int | None, rank: int | None) -> DimResult:
+    """`x.unflatten(dim, sizes)`: dims before `dim` stay, dims after it move by len(sizes) - 1; a shard on
+    `dim` itself goes to the outermost new dim when that one is inferred (`-1`: `(-1, head_dim)` splits each
+    rank's block of heads), else its layout is unknown."""
+    if len(dims.params) < 2:
+        return DimResult(None)
+    d = _ints(bound.literal(rule, dims.params[0]))
+    n = _length(bound, dims.params[1])
+    new_rank = rank + n - 1 if rank is not None and n is not None else None
+    if shard is None or d is None or n is None:
+        return DimResult(None, rank=new_rank)
+    sizes = bound.get(dims.params[1])
+    first = sizes.items[0] if sizes is not None and getattr(sizes, "items", None) else None  # type: ignore[union-attr]
+    outer_inferred = isinstance(first, Literal) and first.value == -1
+    dim, s = _norm(d[0], rank), _norm(shard, rank)
+    if dim is not None and s is not None:
+        if s == dim:
+            return DimResult(dim if outer_inferred else None, rank=new_rank)
+        return DimResult(s if s < dim else s + n - 1, rank=new_rank)
+    if (d[0] < 0) != (shard < 0):
+        return DimResult(None, rank=new_rank)
+    if d[0] >= 0:  # both counted from the front
+        if shard == d[0]:
+            return DimResult(shard if outer_inferred else None, rank=new_rank)
+        return DimResult(shard if shard < d[0] else shard + n - 1, rank=new_rank)
+    # both counted from the end: dims after `dim` keep their place from the end
+    if shard == d[0]:
+        return DimResult(shard - (n - 1) if outer_inferred else None, rank=new_rank)
+    return DimResult(shard if shard > d[0] else shard - (n - 1), rank=new_rank)
+
+
+def _pad(rule: OpRule, bound: Bound, dims: DimsRule, shard: int | None, rank: int | None) -> DimResult:
+    """`F.pad(x, pad)` pads the last len(pad) // 2 dims: a shard elsewhere keeps its dim; a padded sharded dim
+    (each rank pads its own block) has no global layout."""
+    n = _length(bound, dims.params[0]) if dims.params else None
+    if shard is None or n is None:
+        return DimResult(None, rank=rank)
+    from_end = shard if shard < 0 else (shard - rank if rank is not None else None)
+    if from_end is None or -from_end <= n // 2:
+        return DimResult(None, rank=rank)
+    return DimResult(shard, rank=rank)

@@ -22,6 +22,7 @@ from spmdcheck.analysis.values import (
     NUMBER,
     RANK,
     UNKNOWN,
+    Assumed,
     Chain,
     ContextValue,
     DictValue,
@@ -145,6 +146,16 @@ def _mapping(a: Analysis, rule: OpRule, bound: Bound, args: list[Arg], node: cst
     return comms.apply_mapping(a, rule, bound, node)
 
 
+def _assumed(a: Analysis, rule: OpRule, bound: Bound, args: list[Arg], node: cst.CSTNode) -> Value:
+    return Assumed(rule.assumed[0] if rule.assumed else None)
+
+
+def _declared_data(a: Analysis, rule: OpRule, bound: Bound, args: list[Arg], node: cst.CSTNode) -> Value:
+    from spmdcheck.analysis import contracts
+
+    return contracts.build(a, rule, args, node)  # type: ignore[arg-type]
+
+
 def _op(a: Analysis, rule: OpRule, bound: Bound, args: list[Arg], node: cst.CSTNode) -> Value:
     return ops.apply_op(a, rule, bound, node)
 
@@ -167,6 +178,9 @@ TRANSFER: dict[str, Transfer] = {
     "type_constant": _type_constant,
     "factory": _factory,
     "opaque": _opaque,
+    "assumed": _assumed,
+    "layout": _declared_data,
+    "module_contract": _declared_data,
     "op": _op,
 }
 

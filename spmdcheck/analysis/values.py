@@ -33,6 +33,13 @@ NONE = Literal(None)
 
 
 @dataclass(frozen=True)
+class Assumed(Literal):
+    """A constant the checker assumes because a stub declares it: the configuration it checks under
+    (`get_spmd_backend()` is "spmd_types", `is_type_checking()` is True, a local tensor is no DTensor).
+    Unlike a module constant, it picks its branch even in a function checked on its own."""
+
+
+@dataclass(frozen=True)
 class PyNumber(Value):
     """A Python number whose value is not known statically (x.size(0), dist.get_world_size())."""
 
@@ -180,6 +187,26 @@ class LocalMapValue(Value):
 
 
 @dataclass(frozen=True)
+class LayoutValue(Value):
+    """A per-axis SPMD type built by a @layout class (`SpmdLayout({DP: R, TP: S(0)})`): its type parts."""
+
+    parts: tuple[Value, ...]  # an axis -> type dict, and a PartitionSpec read as {axis: S(i)}
+    node: Any = field(default=None, compare=False, hash=False)
+
+
+@dataclass(frozen=True)
+class ContractValue(Value):
+    """A @module_contract object (`ShardingConfig(...)`): its fields by role, where it is written."""
+
+    rule: Any  # the ContractRule
+    fields: tuple[tuple[str, Value, Any], ...]  # (role, value, node of the argument)
+    node: Any = field(default=None, compare=False, hash=False)
+
+    def get(self, role: str) -> tuple[Value, Any] | None:
+        return next(((v, n) for r, v, n in self.fields if r == role), None)
+
+
+@dataclass(frozen=True)
 class ModuleRef(Value):
     """A name bound to a module or a module attribute: its qualified name."""
 
@@ -239,6 +266,7 @@ class ClassValue(Value):
     bases: tuple[Value, ...]
     namespace: dict[str, Value]
     declared: dict[str, Any]  # attribute -> declared SPMD axes (class-level annotations)
+    outer: Any = None  # the class whose body defines this one (a module's nested `Config`)
 
     def mro(self) -> list[ClassValue]:
         out: list[ClassValue] = []
@@ -281,6 +309,14 @@ class MethodValue(Value):
 
     func: FunctionValue
     receiver: Value
+
+
+@dataclass(frozen=True)
+class TrustedForward(Value):
+    """`Cls.apply` inside an autograd Function's `typecheck_forward`: its `forward` run as spmd_types runs it,
+    unchecked (its backward is its own), only to see what it returns."""
+
+    method: MethodValue
 
 
 @dataclass(frozen=True)

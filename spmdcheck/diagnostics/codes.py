@@ -160,6 +160,12 @@ _ALL = [
         "An argument disagrees with the callee's annotated parameter type.",
     ),
     Code("SPMD404", "invalid-loss-type", "error", "backward() on a loss that is Replicate or Varying on some axis."),
+    Code(
+        "SPMD405",
+        "unreduced-contract-output",
+        "warning",
+        "A module contract declares its output a pending sum (Partial) and gives it no destination: nothing reduces it.",
+    ),
     # 5xx: control flow
     Code(
         "SPMD501",

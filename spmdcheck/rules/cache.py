@@ -21,7 +21,9 @@ import tempfile
 from spmdcheck.lattice import AxisType, GradState, Kind, Linearity
 from spmdcheck.rules.model import (
     CollectiveRule,
+    ContractRule,
     DimsRule,
+    LayoutRule,
     MappingRule,
     OpRule,
     Param,
@@ -32,10 +34,21 @@ from spmdcheck.rules.model import (
 )
 from spmdcheck.rules.stubs import Registry
 
-FORMAT = 1
+FORMAT = 2  # 2: layout, module contract, assumed constants, instance tests
 _CLASSES = {
     c.__name__: c
-    for c in (OpRule, Param, DimsRule, Transition, CollectiveRule, RawCollectiveRule, MappingRule, AxisType)
+    for c in (
+        OpRule,
+        Param,
+        DimsRule,
+        Transition,
+        CollectiveRule,
+        RawCollectiveRule,
+        MappingRule,
+        AxisType,
+        LayoutRule,
+        ContractRule,
+    )
 }
 _ENUMS = {e.__name__: e for e in (Kind, Linearity, GradState, ParamRole, Returns)}
 

@@ -96,6 +96,33 @@ class MappingRule:
     when: tuple[tuple[str, object], ...] = ()  # parameter literal conditions
 
 
+@dataclass(frozen=True)
+class LayoutRule:
+    """A class whose objects are a per-axis type (`SpmdLayout({DP: R, TP: S(0)}, partition_spec=...)`)."""
+
+    types: str  # the constructor parameter holding the axis -> type dict
+    partition_spec: str | None = None  # ... and the one holding a PartitionSpec-like tuple (its axes shard dim i)
+
+
+@dataclass(frozen=True)
+class ContractRule:
+    """A configuration object that declares a module's sharding contract (torchtitan's ShardingConfig).
+
+    Each field names the constructor parameter (and attribute) holding that part of the contract; the
+    module's `parallelize` wrapper redistributes inputs src -> dst, runs forward on the dst types, checks the
+    output against out_src and redistributes it to out_dst. `attach` names the attributes (of the module or
+    of its nested config class) through which a contract object reaches the module.
+    """
+
+    attach: tuple[str, ...]
+    state: str | None = None  # {parameter or buffer name: layout}
+    in_src: str | None = None  # {forward argument name: layout} as the caller passes it
+    in_dst: str | None = None  # {forward argument name: layout} as forward receives it
+    out_src: str | None = None  # the layout forward returns
+    out_dst: str | None = None  # the layout the caller receives
+    redistribute: str = "spmd_types.redistribute"  # the conversion whose rule judges each src -> dst pair
+
+
 @dataclass
 class OpRule:
     """Everything the registry knows about one qualified callable."""
@@ -143,6 +170,10 @@ class OpRule:
     const_type: str | None = None  # a type constant: R, I, V, P
     const_str: str | None = None  # a string constant (an enum member naming a mesh axis: `DP = "dp"`)
     alias_of: str | None = None
+    assumed: tuple[object] | None = None  # the call returns this constant, assumed (@assume_returns)
+    instance_test: bool | None = None  # a class: what isinstance(<a tensor the checker types>, it) is
+    layout: LayoutRule | None = None  # a class building a per-axis type (@layout)
+    contract: ContractRule | None = None  # a class declaring a module's sharding contract (@module_contract)
     source: str = ""  # stub file:line, for messages
 
     @property
@@ -150,6 +181,9 @@ class OpRule:
         """Which transfer function types a call of this rule (analysis/transfer.py), by priority."""
         for kind, present in (
             ("context", self.context is not None),
+            ("assumed", self.assumed is not None),
+            ("layout", self.layout is not None),
+            ("module_contract", self.contract is not None),
             ("spmd_api", self.spmd_api is not None),
             ("collective", self.collective is not None),
             ("raw_collective", self.raw is not None),

@@ -15,14 +15,16 @@ from __future__ import annotations
 
 import ast
 import pathlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 from spmdcheck.lattice import Linearity
 from spmdcheck.lazy_libcst import cst  # imported on first use
 from spmdcheck.rules.model import (
     CollectiveRule,
+    ContractRule,
     DimsRule,
+    LayoutRule,
     MappingRule,
     OpRule,
     Param,
@@ -305,6 +307,9 @@ def _apply_decorator(rule: OpRule, name: str, args: list[object], kwargs: dict[s
     elif name == "mesh_group":
         rule.mesh_group_param = str(kwargs.get("param", args[0] if args else "mesh_dim"))
         rule.returns = Returns.VALUE
+    elif name == "assume_returns":
+        rule.assumed = (args[0] if args else kwargs.get("value"),)
+        rule.returns = Returns.VALUE
     elif name == "spmd_api":
         rule.spmd_api = str(args[0])
     elif name == "context":
@@ -435,8 +440,8 @@ def _load_statement(stmt, module, module_name, is_package, where, add) -> None: 
         add(_load_function(stmt, f"{module_name}.{stmt.name.value}", module, False, where))
     elif isinstance(stmt, cst.ClassDef):
         cls = f"{module_name}.{stmt.name.value}"
-        add(OpRule(qualname=cls, returns=Returns.VALUE, opaque=True, source=where))
         body = stmt.body.body if isinstance(stmt.body, cst.IndentedBlock) else ()
+        add(_class_rule(stmt, cls, module, body, where))
         for item in body:
             if isinstance(item, cst.FunctionDef):
                 add(_load_function(item, f"{cls}.{item.name.value}", module, True, where))
@@ -458,6 +463,35 @@ def _load_statement(stmt, module, module_name, is_package, where, add) -> None: 
                         add(OpRule(qualname=f"{module_name}.{local}", alias_of=f"{source_mod}.{name}", source=where))
             else:
                 _load_small(small, module, module_name, add, where)
+
+
+def _class_rule(stmt: cst.ClassDef, cls: str, module: cst.Module, body: Sequence[cst.CSTNode], where: str) -> OpRule:
+    """A stub class: opaque, unless a class decorator says what its objects are (@layout, @module_contract).
+
+    Its constructor's parameters are those of the stub's `__init__` (after `self`).
+    """
+    rule = OpRule(qualname=cls, returns=Returns.VALUE, opaque=True, source=where)
+    init = next((i for i in body if isinstance(i, cst.FunctionDef) and i.name.value == "__init__"), None)
+    for dec in reversed(stmt.decorators):
+        name, args, kwargs = _decorator_parts(dec, module)
+        if name == "layout":
+            types = str(kwargs.get("types", args[0] if args else "axis_types"))
+            rule.layout = LayoutRule(types, kwargs.get("partition_spec"))  # type: ignore[arg-type]
+        elif name == "instance_test":
+            rule.instance_test = bool(args[0] if args else kwargs.get("value"))
+        elif name == "module_contract":
+            attach = kwargs.get("attach", ())
+            fields = {k: kwargs.get(k) for k in ("state", "in_src", "in_dst", "out_src", "out_dst")}
+            if any(v is not None and not isinstance(v, str) for v in fields.values()):
+                raise StubError("module_contract(...) fields name constructor parameters: strings")
+            rule.contract = ContractRule(
+                attach=(attach,) if isinstance(attach, str) else tuple(str(a) for a in attach),  # type: ignore[union-attr]
+                redistribute=str(kwargs.get("redistribute", "spmd_types.redistribute")),
+                **fields,  # type: ignore[arg-type]
+            )
+    if (rule.layout is not None or rule.contract is not None) and init is not None:
+        rule.params = _params(init, module, True)[1:]
+    return rule
 
 
 def _load_small(small, module, prefix, add, where) -> None:  # noqa: ANN001

@@ -10,7 +10,7 @@ from typing import Any
 
 from torch import Tensor
 
-from spmdcheck.annotations import collective, context, conversion, opaque, passthrough, spmd_api
+from spmdcheck.annotations import assume_returns, collective, context, conversion, opaque, passthrough, spmd_api
 
 from .types import I as I
 from .types import Invariant as Invariant
@@ -275,7 +275,8 @@ def merge_types(*types: Any) -> Any: ...
 def normalize_axis(axis: Any) -> Any: ...
 @passthrough
 def normalize_mesh(axes: Any) -> Any: ...
-@passthrough
+# spmdcheck checks the program as spmd_types' type-checking mode runs it.
+@assume_returns(True)
 def is_type_checking() -> bool: ...
 @spmd_api("current_mesh")
 def current_mesh() -> Any: ...

@@ -196,7 +196,7 @@ def reshape(input: Tensor, shape: Sequence[int]) -> Tensor: ...
 @dims("flatten", "start_dim", "end_dim")
 def flatten(input: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor: ...
 @linear
-@dims("reshape")
+@dims("unflatten", "dim", "sizes")
 def unflatten(input: Tensor, dim: int, sizes: Sequence[int]) -> Tensor: ...
 @linear
 @dims("reshape")
@@ -902,7 +902,7 @@ class Tensor:
     @dims("flatten", "start_dim", "end_dim")
     def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor: ...
     @linear
-    @dims("reshape")
+    @dims("unflatten", "dim", "sizes")
     def unflatten(self, dim: int, sizes: Sequence[int]) -> Tensor: ...
     @linear
     @dims("reshape")

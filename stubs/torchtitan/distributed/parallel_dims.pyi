@@ -6,6 +6,9 @@ axis "tp" in type dicts.
 """
 
 from enum import StrEnum
+from typing import Any
+
+from spmdcheck.annotations import layout
 
 class MeshAxisName(StrEnum):
     DP = "dp"
@@ -17,3 +20,9 @@ class MeshAxisName(StrEnum):
     PP = "pp"
     EP = "ep"
     EFSDP = "efsdp"
+
+# A per-axis SPMD type keyed by mesh axis names; with `partition_spec`, the axes at position i of the
+# spec shard tensor dim i (`{DP: V, TP: V}` with `(DP, TP)` is `{DP: S(0), TP: S(1)}`).
+@layout(types="axis_types", partition_spec="partition_spec")
+class SpmdLayout:
+    def __init__(self, axis_types: Any, partition_spec: Any = None) -> None: ...
