@@ -332,9 +332,14 @@ def plan_programs(
     mapper: Callable = map,
     scans: list[prepass.FileScan | None] | None = None,
     plans: dict[str, tuple[bool, tuple[tuple[int, int], ...]]] | None = None,
+    focus: frozenset[str] | None = None,
 ) -> tuple[list[FileResult], list[list[LoadedFile]]]:
     """Read the files and group them into programs: the relevant files and the checked files they import,
     split into the connected parts of the import graph (each part is analysed as one program).
+
+    With a `focus` (the files to report; the others are their project context), only the focus files
+    and the files that import one of them, directly or not, start programs: code that never imports a
+    focus file cannot call it, and its findings would not be reported.
 
     The pre-pass (`scan_files`, run through `mapper` on worker processes, unless its `scans` are
     given, and `taint`, unless its `plans` are) decides which files are relevant and blanks inert
@@ -370,9 +375,10 @@ def plan_programs(
         graph = build_graph({p: f.text for p, f in loaded.items()})
     name_of = {m.path: m.name for m in graph.modules.values()}
     path_of = {m.name: m.path for m in graph.modules.values()}
+    starts = set(loaded) if focus is None else _importers_closure(graph, name_of, path_of, focus)
     wanted: set[str] = set()
     for path, item in loaded.items():
-        if item.relevant:
+        if item.relevant and path in starts:
             wanted.add(path)
             if path in name_of:
                 wanted.update(path_of[n] for n in graph.imports_closure(name_of[path]))
@@ -395,6 +401,24 @@ def plan_programs(
     for path in sorted(wanted):
         groups.setdefault(find(path), []).append(loaded[path])
     return done, list(groups.values())
+
+
+def _importers_closure(
+    graph: ModuleGraph, name_of: dict[str, str], path_of: dict[str, str], focus: frozenset[str]
+) -> set[str]:
+    """The focus paths and the paths of every module that imports one of them, directly or not."""
+    importers: dict[str, set[str]] = {}
+    for source, targets in graph.edges.items():
+        for target in targets:
+            importers.setdefault(target, set()).add(source)
+    seen = {name_of[p] for p in focus if p in name_of}
+    todo = list(seen)
+    while todo:
+        for source in importers.get(todo.pop(), ()):
+            if source not in seen:
+                seen.add(source)
+                todo.append(source)
+    return set(focus) | {path_of[n] for n in seen if n in path_of}
 
 
 @contextlib.contextmanager
@@ -582,11 +606,17 @@ def check_files(paths: list[str], settings: Settings, registry: Registry | None 
 
 
 def run_check(
-    files: list[str], settings: Settings, registry: Registry | None, jobs: int, result_cache: object = None
+    files: list[str],
+    settings: Settings,
+    registry: Registry | None,
+    jobs: int,
+    result_cache: object = None,
+    focus: frozenset[str] | None = None,
 ) -> list[FileResult]:
     """The command line's run: the pre-pass, then each program (a connected part of the import graph)
     on a pool of `jobs` processes; with a `cache.ResultCache`, unchanged programs are not analysed
-    again and an unchanged tree is answered from the cache alone."""
+    again and an unchanged tree is answered from the cache alone. With a `focus` (see
+    `plan_programs`), only the programs that can reach a focus file are analysed."""
     from spmdcheck import cache as caching
 
     store: caching.ResultCache | None = result_cache  # type: ignore[assignment]
@@ -598,6 +628,8 @@ def run_check(
             except OSError:
                 pass
         tree = caching.tree_key(hashes) + ("" if prepass.enabled() else "-whole")
+        if focus is not None:  # a focused run leaves the other files unchecked: it answers only itself
+            tree += "-focus-" + caching.tree_key(dict.fromkeys(focus, ""))
         if tree == store.tree and len(hashes) == len(files) and all(f in store.results for f in files):
             return [
                 FileResult(f, caching.from_plain(f, store.results[f][1]), skipped=store.results[f][0]) for f in files
@@ -607,7 +639,7 @@ def run_check(
         scans = plans = None
         if prepass.enabled() and store is not None:
             scans, plans = _cached_prepass(files, settings, registry, pool.map, store, hashes)
-        done, programs = plan_programs(files, settings, registry, pool.map, scans, plans)
+        done, programs = plan_programs(files, settings, registry, pool.map, scans, plans, focus)
         todo: list[list[LoadedFile]] = []
         keys: dict[int, str] = {}
         programs_seen: dict[str, dict] = {}
