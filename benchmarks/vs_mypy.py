@@ -2,8 +2,11 @@
 
     python benchmarks/vs_mypy.py [ROOT] [--jobs N] [--repeat K]
 
-ROOT defaults to the installed torch/distributed package. The tree is copied to a temporary folder
-(the warm-edit row appends a comment to one of its files). Every row is a fresh command (interpreter
+ROOT defaults to the installed torch/distributed package. The tree is copied to a temporary folder:
+the warm-edit rows edit its files. "a median file" is the median-size module (it may hold nothing the
+checker analyses); "a checked file" is the median-size file of the largest program the checker forms
+(a comment there keeps the program's cache key; a new statement changes it, and that program, the
+worst case of one edit, is analysed again). Every row is a fresh command (interpreter
 start-up included), timed for wall clock and for CPU summed over the command and its workers; rows
 are interleaved within each repetition so machine load hits them alike. Printed: medians of K, and
 the ratios to mypy (`mypy --no-incremental --follow-imports=skip` on the same files).
@@ -44,6 +47,16 @@ def default_root() -> str:
     return out.stdout.strip()
 
 
+def checked_file(files: list[str]) -> str:
+    """The median-size file of the largest program spmdcheck forms of `files` (its own planning)."""
+    from spmdcheck import api
+
+    _, programs = api.plan_programs(files, api.Settings())
+    largest = max(programs, key=lambda p: sum(len(f.text) for f in p), default=[])
+    members = sorted((f.path for f in largest), key=lambda f: pathlib.Path(f).stat().st_size)
+    return members[len(members) // 2] if members else files[len(files) // 2]
+
+
 def timed(cmd: list[str], cwd: pathlib.Path, env: dict[str, str]) -> tuple[float, float]:
     """(wall, cpu) of one command; cpu is user+sys of it and every process it waited for."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -71,17 +84,21 @@ def main() -> int:
     lines = sum(pathlib.Path(f).read_bytes().count(b"\n") for f in files)
     modules = [f for f in files if not f.endswith("__init__.py")]
     edited = sorted(modules, key=lambda f: pathlib.Path(f).stat().st_size)[len(modules) // 2]  # a median module
+    checked = checked_file(files)
     env = dict(os.environ)
     for name in ("SPMDCHECK_NO_CACHE", "SPMDCHECK_NO_PREPASS", "PYTHONDONTWRITEBYTECODE"):
         env.pop(name, None)  # as on a user's machine: bytecode cached, the cache and the pre-pass on
     py = sys.executable
     check = [py, "-m", "spmdcheck", "check", str(tree), "--output-format", "json", "--no-respect-gitignore"]
     check += ["--jobs", str(args.jobs)]
-    original = pathlib.Path(edited).read_bytes()
+    originals = {f: pathlib.Path(f).read_bytes() for f in (edited, checked)}
     counter = iter(range(10**9))
 
-    def edit() -> None:
-        pathlib.Path(edited).write_bytes(original + f"# edit {next(counter)}\n".encode())
+    def append(path: str, line: str):  # noqa: ANN202
+        def edit() -> None:
+            pathlib.Path(path).write_bytes(originals[path] + line.format(next(counter)).encode())
+
+        return edit
 
     rows: list[tuple[str, list[str], object]] = [
         ("ast.parse, 1 process", [py, "-c", _PARSE.format(module="ast", call="ast.parse"), str(listing)], None),
@@ -92,11 +109,18 @@ def main() -> int:
         ),
         (f"spmdcheck cold (--no-cache), -j{args.jobs}", [*check, "--no-cache"], None),
         (f"spmdcheck warm, unchanged tree, -j{args.jobs}", check, None),
-        (f"spmdcheck warm, one file edited, -j{args.jobs}", check, edit),
+        (f"spmdcheck warm, comment added to a median file, -j{args.jobs}", check, append(edited, "# edit {}\n")),
+        (f"spmdcheck warm, comment added to a checked file, -j{args.jobs}", check, append(checked, "# edit {}\n")),
+        (f"spmdcheck warm, code added to a checked file, -j{args.jobs}", check, append(checked, "_edit = {}\n")),
     ]
     if not args.no_mypy:
-        rows.append(("mypy --no-incremental --follow-imports=skip", [py, "-m", "mypy", "--no-incremental",
-                     "--follow-imports=skip", "--no-error-summary", str(tree)], None))
+        rows.append(
+            (
+                "mypy --no-incremental --follow-imports=skip",
+                [py, "-m", "mypy", "--no-incremental", "--follow-imports=skip", "--no-error-summary", str(tree)],
+                None,
+            )
+        )
     for _, cmd, _ in rows:  # once untimed: bytecode compiled, the result cache filled
         subprocess.run(cmd, cwd=work, env=env, capture_output=True, check=False)
     results: dict[str, list[tuple[float, float]]] = {name: [] for name, _, _ in rows}
@@ -105,21 +129,23 @@ def main() -> int:
             if callable(before):
                 before()
             results[name].append(timed(cmd, work, env))
-    pathlib.Path(edited).write_bytes(original)
+    for path, data in originals.items():
+        pathlib.Path(path).write_bytes(data)
     print(
         f"tree: {source} ({len(files)} files, {lines} lines); {os.cpu_count()} cores; spmdcheck -j{args.jobs}; "
-        f"median of {args.repeat}; edited file: {os.path.relpath(edited, tree)}; "
+        f"median of {args.repeat}; median file: {os.path.relpath(edited, tree)}; "
+        f"checked file: {os.path.relpath(checked, tree)}; "
         f"load average at the end: {os.getloadavg()[0]:.1f}"
     )
     ref = results.get("mypy --no-incremental --follow-imports=skip")
     ref_wall = statistics.median(w for w, _ in ref) if ref else None
     ref_cpu = statistics.median(c for _, c in ref) if ref else None
-    print(f"{'':<46} {'wall s':>8} {'cpu s':>8} {'wall/mypy':>10} {'cpu/mypy':>9}")
+    print(f"{'':<60} {'wall s':>8} {'cpu s':>8} {'wall/mypy':>10} {'cpu/mypy':>9}")
     for name, runs in results.items():
         wall = statistics.median(w for w, _ in runs)
         cpu = statistics.median(c for _, c in runs)
         ratios = f"{wall / ref_wall:10.2f} {cpu / ref_cpu:9.2f}" if ref_wall else ""
-        print(f"{name:<46} {wall:8.2f} {cpu:8.2f} {ratios}")
+        print(f"{name:<60} {wall:8.2f} {cpu:8.2f} {ratios}")
     shutil.rmtree(work, ignore_errors=True)
     return 0
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
 import hashlib
 import os
 import pathlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -141,6 +143,7 @@ def check_sources(
     graph: ModuleGraph | None = None,
     libraries: frozenset[str] = frozenset(),
     on_bind: BindObserver | None = None,
+    shallow: frozenset[str] = frozenset(),
 ) -> dict[str, list[Diagnostic]]:
     """Check files as one program: `sources` maps each path to its text; module names come from the
     paths' package folders (a folder is a package when `<folder>/__init__.py` is one of the keys or
@@ -152,12 +155,13 @@ def check_sources(
 
     `libraries` are paths the others import that cannot hold a finding by themselves: parsed only
     when an import of them runs, and followed only where typed values flow into them. `on_bind`
-    observes every name binding (--show-types, editor hovers).
+    observes every name binding (--show-types, editor hovers). `shallow` paths were proved by the
+    pre-pass to need no depth screen before libcst (`guard.shallow`).
 
     Runs on a thread with a deep stack (`frontend.guard`): deep but valid syntax trees are analysed.
     """
     return call_with_deep_stack(
-        lambda: _check_sources(sources, settings, registry, exists, blanked, graph, libraries, on_bind)
+        lambda: _check_sources(sources, settings, registry, exists, blanked, graph, libraries, on_bind, shallow)
     )
 
 
@@ -170,6 +174,7 @@ def _check_sources(
     graph: ModuleGraph | None,
     libraries: frozenset[str],
     on_bind: BindObserver | None,
+    shallow: frozenset[str] = frozenset(),
 ) -> dict[str, list[Diagnostic]]:
     from spmdcheck.analysis.context import Options
     from spmdcheck.analysis.program import SourceUnit, analyze_program
@@ -183,17 +188,20 @@ def _check_sources(
     units: list[SourceUnit] = []
     lines: dict[str, list[str]] = {}
     strict_of: dict[str, bool] = {}
+    shallow_libraries: set[int] = set()  # ids of library texts parsed without the screen
     for path, text in sources.items():
         if path in libraries:
             library_text = blanked[path] if blanked and path in blanked else text
+            if path in shallow:
+                shallow_libraries.add(id(library_text))
             units.append(
                 SourceUnit(path, None, Options(mesh=settings.mesh), module_name_for(path, exists), text=library_text)
             )
             continue
         source_text = blanked[path] if blanked and path in blanked else text
-        parsed, deep = parse_screened(source_text)
+        parsed, deep = parse_screened(source_text, path in shallow)
         if isinstance(parsed, ParseFailure) and source_text is not text:
-            parsed, deep = parse_screened(text)  # never report a syntax error the blanking made
+            parsed, deep = parse_screened(text, path in shallow)  # never report a syntax error the blanking made
         out[path] += [
             make(
                 path,
@@ -231,7 +239,7 @@ def _check_sources(
         graph = build_graph(sources, exists)
 
     def parse_library(text: str) -> cst.Module | None:
-        parsed = parse(text)
+        parsed = parse(text, id(text) in shallow_libraries)
         return None if isinstance(parsed, ParseFailure) else parsed
 
     result = analyze_program(units, registry, graph, parse_library, on_bind)
@@ -275,6 +283,10 @@ class LoadedFile:
     relevant: bool  # can hold a finding by itself (types, collectives, ranks); else only as an import
     blanked: str | None = None  # the text with inert function bodies emptied (the pre-pass), to parse
     imports: frozenset[str] | None = None  # module names its imports may refer to (the pre-pass)
+    module: str = ""  # its module name (the pre-pass)
+    blank: tuple[tuple[int, int], ...] = ()  # the line spans emptied in `blanked`
+    cuts: tuple[tuple[int, int], ...] | None = None  # comments no analysis reads (prepass.comment_cuts)
+    shallow: bool = False  # no expression too deep for libcst (guard.shallow): parsed without the screen
 
 
 def load_file(path: str, settings: Settings) -> LoadedFile | FileResult:
@@ -319,30 +331,39 @@ def plan_programs(
     registry: Registry | None = None,
     mapper: Callable = map,
     scans: list[prepass.FileScan | None] | None = None,
+    plans: dict[str, tuple[bool, tuple[tuple[int, int], ...]]] | None = None,
+    focus: frozenset[str] | None = None,
 ) -> tuple[list[FileResult], list[list[LoadedFile]]]:
     """Read the files and group them into programs: the relevant files and the checked files they import,
     split into the connected parts of the import graph (each part is analysed as one program).
 
+    With a `focus` (the files to report; the others are their project context), only the focus files
+    and the files that import one of them, directly or not, start programs: code that never imports a
+    focus file cannot call it, and its findings would not be reported.
+
     The pre-pass (`scan_files`, run through `mapper` on worker processes, unless its `scans` are
-    given) decides which files are relevant and blanks inert function bodies; with
+    given, and `taint`, unless its `plans` are) decides which files are relevant and blanks inert
+    function bodies; with
     SPMDCHECK_NO_PREPASS=1 every file is relevant.
     """
     done: list[FileResult] = []
     loaded: dict[str, LoadedFile] = {}
     if prepass.enabled():
         if scans is None:
-            scans = scan_files(paths, settings, registry, mapper)[0]
+            scans = scan_files(paths, settings, registry, mapper)
+        if plans is None:
+            plans = taint(scans)
         graph = _graph_of([s for s in scans if s is not None])
         for path, scan in zip(paths, scans):
             item = load_file(path, settings)
             if isinstance(item, FileResult) or scan is None:
                 done.append(item if isinstance(item, FileResult) else FileResult(path, skipped=True))
                 continue
-            plan = prepass.plan(scan)
-            item.relevant = scan.relevant or scan.whole
-            item.imports = scan.imports
-            if plan.blank:
-                item.blanked = prepass.blank_bodies(item.text, plan.blank)
+            item.relevant, blank = plans[path]
+            item.imports, item.module, item.cuts, item.shallow = scan.imports, scan.module, scan.cuts, scan.shallow
+            if blank:
+                item.blanked = prepass.blank_bodies(item.text, blank)
+                item.blank = blank
             loaded[path] = item
     else:
         for path in paths:
@@ -354,9 +375,10 @@ def plan_programs(
         graph = build_graph({p: f.text for p, f in loaded.items()})
     name_of = {m.path: m.name for m in graph.modules.values()}
     path_of = {m.name: m.path for m in graph.modules.values()}
+    starts = set(loaded) if focus is None else _importers_closure(graph, name_of, path_of, focus)
     wanted: set[str] = set()
     for path, item in loaded.items():
-        if item.relevant:
+        if item.relevant and path in starts:
             wanted.add(path)
             if path in name_of:
                 wanted.update(path_of[n] for n in graph.imports_closure(name_of[path]))
@@ -381,16 +403,60 @@ def plan_programs(
     return done, list(groups.values())
 
 
+def _importers_closure(
+    graph: ModuleGraph, name_of: dict[str, str], path_of: dict[str, str], focus: frozenset[str]
+) -> set[str]:
+    """The focus paths and the paths of every module that imports one of them, directly or not."""
+    importers: dict[str, set[str]] = {}
+    for source, targets in graph.edges.items():
+        for target in targets:
+            importers.setdefault(target, set()).add(source)
+    seen = {name_of[p] for p in focus if p in name_of}
+    todo = list(seen)
+    while todo:
+        for source in importers.get(todo.pop(), ()):
+            if source not in seen:
+                seen.add(source)
+                todo.append(source)
+    return set(focus) | {path_of[n] for n in seen if n in path_of}
+
+
+@contextlib.contextmanager
+def _without_cycle_collection() -> Iterator[None]:
+    """Parsing and analysing allocate millions of objects that live until the end of a program and
+    form few cycles; CPython's cycle collector would walk them again and again (a fifth of the run).
+    It is off meanwhile, and catches up once afterwards."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def check_program(files: list[LoadedFile], settings: Settings, registry: Registry | None = None) -> list[FileResult]:
     """Analyse files as one program (see `plan_programs`)."""
+    with _without_cycle_collection():
+        return _check_program(files, settings, registry)
+
+
+def _check_program(files: list[LoadedFile], settings: Settings, registry: Registry | None) -> list[FileResult]:
     paths = [f.path for f in files]
     blanked = {f.path: f.blanked for f in files if f.blanked is not None}
     graph = _program_graph(files) if all(f.imports is not None for f in files) else None
     libraries = frozenset(f.path for f in files if not f.relevant)
+    shallow = frozenset(f.path for f in files if f.shallow)
     return _guarded(
         paths,
         lambda: check_sources(
-            {f.path: f.text for f in files}, settings, registry, blanked=blanked, graph=graph, libraries=libraries
+            {f.path: f.text for f in files},
+            settings,
+            registry,
+            blanked=blanked,
+            graph=graph,
+            libraries=libraries,
+            shallow=shallow,
         ),
     )
 
@@ -412,22 +478,100 @@ def scan_files(
     settings: Settings,
     registry: Registry | None,
     mapper: Callable = map,
-    known: dict[str, prepass.FileScan] | None = None,
-) -> tuple[list[prepass.FileScan | None], dict[str, list]]:
-    """The pre-pass over `paths` (None for a file that cannot be read), tainted to its fixed point;
-    and the new scans as plain data, before the taint, for the cache. `known` (untainted scans from
-    the cache) are reused."""
-    known = known or {}
-    todo = [p for p in paths if p not in known]
-    fresh: dict[str, prepass.FileScan | None] = {}
-    if todo:
-        registry = registry if registry is not None else load_registry(settings.stub_path)
-        seeds = prepass.seed_words(registry, bool(settings.mesh))
-        fresh = dict(zip(todo, mapper(_scan_path, [(p, seeds) for p in todo])))
-    scans = [fresh[p] if p in fresh else known[p] for p in paths]
-    untainted = {p: prepass.scan_to_plain(s) for p, s in fresh.items() if s is not None}
-    prepass.spread([s for s in scans if s is not None])
-    return scans, untainted
+    seeds: frozenset[str] | None = None,
+) -> list[prepass.FileScan | None]:
+    """The pre-pass over `paths`, before the taint (None for a file that cannot be read); `seeds`
+    (from the cache) spare loading the registry."""
+    if not paths:
+        return []
+    if seeds is None:
+        seeds = seed_words_for(settings, registry)
+    return list(mapper(_scan_path, [(p, seeds) for p in paths]))
+
+
+def taint(scans: list[prepass.FileScan | None]) -> dict[str, tuple[bool, tuple[tuple[int, int], ...]]]:
+    """`prepass.spread` over the scans of a run: each file's relevance and the spans to blank in it."""
+    present = [s for s in scans if s is not None]
+    prepass.spread(present)
+    return {s.path: (s.relevant or s.whole, prepass.plan(s).blank) for s in present}
+
+
+def _cached_prepass(
+    files: list[str],
+    settings: Settings,
+    registry: Registry | None,
+    mapper: Callable,
+    store: object,
+    hashes: dict[str, str],
+) -> tuple[list[prepass.FileScan | None], dict[str, tuple[bool, tuple[tuple[int, int], ...]]]]:
+    """The pre-pass with the result cache: a file scanned before (same content) is not read again,
+    and when no file's scan changed (every scan hash as in the last run: an edit of comments only),
+    the last run's taint is reused without reading the scans' units."""
+    from spmdcheck import cache as caching
+
+    assert isinstance(store, caching.ResultCache)
+    summaries: dict[str, tuple[str, object]] = {}
+    for f, h in hashes.items():
+        entry = store.scan_summary(f, h)
+        if entry is not None:
+            summaries[f] = entry
+    seeds_cache: list[frozenset[str]] = []
+
+    def seeds() -> frozenset[str]:
+        if not seeds_cache:
+            if store.seeds is None:
+                store.set_seeds(sorted(seed_words_for(settings, registry)))
+            seeds_cache.append(frozenset(store.seeds or ()))
+        return seeds_cache[0]
+
+    def fresh_scans(paths: list[str]) -> dict[str, prepass.FileScan | None]:
+        found = dict(zip(paths, scan_files(paths, settings, registry, mapper, seeds() if paths else None)))
+        for f, scan in found.items():
+            if scan is not None and f in hashes:
+                small, units = prepass.scan_to_plain(scan)
+                scan_hash = prepass.scan_hash(small, units)
+                store.store_scan(f, hashes[f], scan_hash, small, units)
+                summaries[f] = (scan_hash, small)
+        return found
+
+    fresh = fresh_scans([f for f in files if f not in summaries])
+    scan_hashes = {f: summaries[f][0] for f in files if f in summaries}
+    taint_key = caching.tree_key(scan_hashes)
+    key, known = store.taint
+    if key == taint_key:
+        try:
+            plans = {f: (bool(known[f][0]), tuple((int(a), int(b)) for a, b in known[f][1])) for f in scan_hashes}
+            scans = [
+                fresh.get(f) or (prepass.scan_from_plain(f, summaries[f][1]) if f in summaries else None) for f in files
+            ]
+            if all(s is not None for f, s in zip(files, scans) if f in summaries):
+                return scans, plans
+        except (KeyError, TypeError, ValueError, IndexError):
+            pass
+    scans = []
+    missing: list[str] = []
+    for f in files:
+        scan = fresh.get(f)
+        if scan is None and f in summaries:
+            units = store.scan_units(f, hashes[f])
+            scan = prepass.scan_from_plain(f, summaries[f][1], units) if units is not None else None
+            if scan is None:
+                missing.append(f)
+        scans.append(scan)
+    if missing:  # units lost or damaged: scan those files again
+        again = fresh_scans(missing)
+        scans = [again[f] if f in again else s for f, s in zip(files, scans)]
+    plans = taint(scans)
+    store.set_taint(
+        caching.tree_key({f: summaries[f][0] for f in files if f in summaries}),
+        {f: [relevant, [list(b) for b in blank]] for f, (relevant, blank) in plans.items()},
+    )
+    return scans, plans
+
+
+def seed_words_for(settings: Settings, registry: Registry | None = None) -> frozenset[str]:
+    registry = registry if registry is not None else load_registry(settings.stub_path)
+    return prepass.seed_words(registry, bool(settings.mesh))
 
 
 def _scan_path(item: tuple[str, frozenset[str]]) -> prepass.FileScan | None:
@@ -436,7 +580,8 @@ def _scan_path(item: tuple[str, frozenset[str]]) -> prepass.FileScan | None:
         data = pathlib.Path(path).read_bytes()
     except OSError:
         return None  # load_file reports it
-    return prepass.scan(path, data, seeds)
+    with _without_cycle_collection():
+        return prepass.scan(path, data, seeds)
 
 
 def _graph_of(scans: list[prepass.FileScan]) -> ModuleGraph:
@@ -461,11 +606,17 @@ def check_files(paths: list[str], settings: Settings, registry: Registry | None 
 
 
 def run_check(
-    files: list[str], settings: Settings, registry: Registry | None, jobs: int, result_cache: object = None
+    files: list[str],
+    settings: Settings,
+    registry: Registry | None,
+    jobs: int,
+    result_cache: object = None,
+    focus: frozenset[str] | None = None,
 ) -> list[FileResult]:
     """The command line's run: the pre-pass, then each program (a connected part of the import graph)
     on a pool of `jobs` processes; with a `cache.ResultCache`, unchanged programs are not analysed
-    again and an unchanged tree is answered from the cache alone."""
+    again and an unchanged tree is answered from the cache alone. With a `focus` (see
+    `plan_programs`), only the programs that can reach a focus file are analysed."""
     from spmdcheck import cache as caching
 
     store: caching.ResultCache | None = result_cache  # type: ignore[assignment]
@@ -477,50 +628,49 @@ def run_check(
             except OSError:
                 pass
         tree = caching.tree_key(hashes) + ("" if prepass.enabled() else "-whole")
+        if focus is not None:  # a focused run leaves the other files unchecked: it answers only itself
+            tree += "-focus-" + caching.tree_key(dict.fromkeys(focus, ""))
         if tree == store.tree and len(hashes) == len(files) and all(f in store.results for f in files):
             return [
                 FileResult(f, caching.from_plain(f, store.results[f][1]), skipped=store.results[f][0]) for f in files
             ]
     jobs = max(1, min(jobs or (os.cpu_count() or 1), len(files)))
     with _LazyPool(jobs if len(files) >= 8 else 1, settings, registry) as pool:
-        scans = None
-        if prepass.enabled():
-            known = {}
-            if store is not None:
-                for f, h in hashes.items():
-                    plain = store.scan(f, h)
-                    scan = prepass.scan_from_plain(f, plain) if plain is not None else None
-                    if scan is not None:
-                        known[f] = scan
-            scans, fresh = scan_files(files, settings, registry, pool.map, known)
-            if store is not None:
-                for f, plain in fresh.items():
-                    if f in hashes:
-                        store.store_scan(f, hashes[f], plain)
-        done, programs = plan_programs(files, settings, registry, pool.map, scans)
+        scans = plans = None
+        if prepass.enabled() and store is not None:
+            scans, plans = _cached_prepass(files, settings, registry, pool.map, store, hashes)
+        done, programs = plan_programs(files, settings, registry, pool.map, scans, plans, focus)
         todo: list[list[LoadedFile]] = []
         keys: dict[int, str] = {}
         programs_seen: dict[str, dict] = {}
+        exact_keys: dict[int, str] = {}
         for program in programs:
-            key = None
             if store is not None and all(f.path in hashes for f in program):
-                key = caching.program_key(
-                    (f.path, hashes[f.path], f.relevant, f.blanked and caching.content_hash(f.blanked.encode()))
-                    for f in program
+                # Keyed on what the analysis reads (edits of comments and inert bodies keep the key), else,
+                # for a program whose results quote more than that (a syntax error), on the exact contents.
+                analysed = caching.program_key(
+                    (f.path, f.module, f.relevant, f.blank, _analysed_digest(f) or hashes[f.path]) for f in program
                 )
-                cached = store.programs.get(key)
-                if cached is not None and all(f.path in cached for f in program):
-                    done += [FileResult(f.path, caching.from_plain(f.path, cached[f.path])) for f in program]
-                    programs_seen[key] = cached
-                    continue
-                keys[id(program)] = key
+                exact = caching.program_key((f.path, f.module, f.relevant, f.blank, hashes[f.path]) for f in program)
+                for key in (analysed, exact):
+                    cached = store.programs.get(key)
+                    if cached is not None and all(f.path in cached for f in program):
+                        done += [FileResult(f.path, caching.from_plain(f.path, cached[f.path])) for f in program]
+                        programs_seen[key] = cached
+                        break
+                else:
+                    keys[id(program)], exact_keys[id(program)] = analysed, exact
+                    todo.append(program)
+                continue
             todo.append(program)
         # Big programs first, so one large program does not end the run alone on one core.
         todo.sort(key=lambda p: -sum(len(f.blanked or f.text) for f in p))
         for program, results in pool.run_programs(todo):
             done += results
             key = keys.get(id(program))
-            if key is not None and not any(d.code == "SPMD000" for r in results for d in r.diagnostics):
+            codes = {d.code for r in results for d in r.diagnostics}
+            if key is not None and "SPMD000" not in codes:
+                key = exact_keys[id(program)] if "SPMD001" in codes else key
                 programs_seen[key] = {r.path: caching.to_plain(r.diagnostics) for r in results}
     order = {p: i for i, p in enumerate(files)}
     done.sort(key=lambda r: order.get(r.path, len(order)))
@@ -534,17 +684,25 @@ def run_check(
     return done
 
 
+def _analysed_digest(f: LoadedFile) -> str | None:
+    """`prepass.analysed_digest` of a planned file; None without the pre-pass's comment cuts."""
+    if f.cuts is None:
+        return None
+    return prepass.analysed_digest(f.text, f.blanked, f.cuts, f.blank)
+
+
 _WORKER_STATE: tuple[Settings, Registry | None] | None = None
 
 
-def _check_program_in_worker(program: list[LoadedFile]) -> tuple[list[LoadedFile], list[FileResult]]:
+def _check_program_in_worker(task: tuple[int, list[LoadedFile]]) -> tuple[int, list[FileResult]]:
+    """A program's results with its index: the program itself (all its texts) is not sent back."""
     settings, registry = _WORKER_STATE  # type: ignore[misc]
-    return program, check_program(program, settings, registry)
+    return task[0], check_program(task[1], settings, registry)
 
 
-def _program_failed(program: list[LoadedFile], why: str) -> tuple[list[LoadedFile], list[FileResult]]:
+def _program_failed(task: tuple[int, list[LoadedFile]], why: str) -> tuple[int, list[FileResult]]:
     """A program whose worker crashed or overran: SPMD000 on each of its files, and the run goes on."""
-    return program, [FileResult(f.path, [make(f.path, "SPMD000", f"{why}; the file was not checked")]) for f in program]
+    return task[0], [FileResult(f.path, [make(f.path, "SPMD000", f"{why}; the file was not checked")]) for f in task[1]]
 
 
 # Seconds one analysis may take (generous: a guard against hangs, not a performance target). The
@@ -555,9 +713,9 @@ _ANALYSIS_BUDGET_PER_FILE_S = 5.0
 _KILL_GRACE_S = 30.0
 
 
-def _program_budget(program: list[LoadedFile]) -> float:
+def _program_budget(task: tuple[int, list[LoadedFile]]) -> float:
     """Seconds a worker may spend on one program before its parent kills it."""
-    return _ANALYSIS_BUDGET_S + _ANALYSIS_BUDGET_PER_FILE_S * len(program) + _KILL_GRACE_S
+    return _ANALYSIS_BUDGET_S + _ANALYSIS_BUDGET_PER_FILE_S * len(task[1]) + _KILL_GRACE_S
 
 
 class _LazyPool:
@@ -616,4 +774,7 @@ class _LazyPool:
         _WORKER_STATE = (self.settings, self.registry)
         # Big programs first; a worker that crashes or hangs costs its program (SPMD000), never the run.
         programs = sorted(programs, key=lambda p: -sum(len(f.text) for f in p))
-        yield from run_isolated(programs, _check_program_in_worker, _program_failed, self.jobs, _program_budget)
+        tasks = list(enumerate(programs))
+        done = run_isolated(tasks, _check_program_in_worker, _program_failed, self.jobs, _program_budget)
+        for index, results in done:
+            yield programs[index], results

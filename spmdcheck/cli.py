@@ -355,7 +355,8 @@ def _check(args: argparse.Namespace) -> int:
 
             if primary.project_context and not args.no_project_context:
                 context = _project_context(group, settings, resolver, args, primary)
-            group_results = _named(run_check(group + context, settings, registry, jobs, store), group)
+            focus = frozenset(group) if context else None
+            group_results = _named(run_check(group + context, settings, registry, jobs, store, focus), group)
             if store is not None:
                 store.save()
         if registry is None and (args.diff or args.add_noqa or args.fix):
@@ -553,7 +554,8 @@ def _run(files: list[str], settings, registry, jobs: int, context: list[str]):  
     `context` files are analysed with `files`, only `files` are reported."""
     from spmdcheck.api import run_check
 
-    return _named(run_check(files + context, settings, registry, jobs), files)
+    focus = frozenset(files) if context else None
+    return _named(run_check(files + context, settings, registry, jobs, focus=focus), files)
 
 
 def _named(results: list, files: list[str]) -> list:

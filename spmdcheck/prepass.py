@@ -38,13 +38,18 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import hashlib
+import io
+import json
 import os
 import re
+import tokenize
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from spmdcheck.frontend import guard
 from spmdcheck.rules.model import OpRule
 
 if TYPE_CHECKING:
@@ -85,6 +90,14 @@ _INERT_FIELDS = frozenset(
         "context",
         "assumed",  # a constant the checker assumes (get_spmd_backend()): it makes no type
         "instance_test",  # isinstance(t, DTensor) of a typed tensor: it makes no type
+        # values, not types: a container of the modules it is given, a string constant (an axis name),
+        # the stub module of a model (its code is judged in `seed_words`). `rank_of` (x.dim()) stays a
+        # seed: a class typed by a contract set in another file (test_contracts) is found only through it.
+        "container_param",
+        "sequential_param",
+        "const_str",
+        "model_module",
+        "model_path",
     }
 )
 # spmd_types API handlers that only read a type that is already there (backward checks the loss).
@@ -132,6 +145,7 @@ def seed_words(registry: Registry, mesh_configured: bool) -> frozenset[str]:
     every rule's key (`torch`, which every such name is imported through) is a seed as well.
     """
     words: set[str] = set()
+    models: dict[str, str] = {}  # a @model rule's name -> its stub file, judged by what its code names
     for key in registry.rules:
         rule = registry.lookup(key)
         root = key.split(".", 1)[0]
@@ -141,7 +155,40 @@ def seed_words(registry: Registry, mesh_configured: bool) -> frozenset[str]:
             words.add(root)
         if _creates_types(rule):
             words.add(key.rpartition(".")[2])
+        elif rule.model_path is not None:
+            models[key.rpartition(".")[2]] = rule.model_path
+    # A model's code runs as the checked code would: it can make a type only by naming a seed (or the
+    # spmd_types API); one that only stores its arguments makes values, like a literal does.
+    model_words = {name: _model_words(path) for name, path in models.items()}
+    changed = True
+    while changed:
+        changed = False
+        for name, named in model_words.items():
+            if name not in words and (named is None or not named.isdisjoint(words)):
+                words.add(name)
+                changed = True
     return frozenset(words)
+
+
+def _model_words(path: str) -> frozenset[str] | None:
+    """The identifiers a model stub's code names outside its import statements; None when it cannot be
+    read (then it is a seed) or when it names a marker (`spmd`, `Annotated`)."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+        text = data.decode("utf-8")
+        tree = guard.quiet_ast_parse(data)
+    except (OSError, SyntaxError, ValueError, UnicodeDecodeError, RecursionError, MemoryError):
+        return None
+    lines = _NEWLINE.split(code_only(text))
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            for n in range(node.lineno, (node.end_lineno or node.lineno) + 1):
+                lines[n - 1] = ""
+    rest = "\n".join(lines)
+    if any(marker.decode() in rest for marker in WHOLE_FILE_MARKERS):
+        return None
+    return _words(rest)
 
 
 @dataclass
@@ -172,6 +219,9 @@ class FileScan:
     module: str = ""  # dotted module name (from the package folders)
     imports: frozenset[str] = frozenset()  # module names its imports may refer to
     star: frozenset[str] = frozenset()  # modules it imports `*` from
+    # (line, column) where a comment no analysis can read starts (see `comment_cuts`); None: unknown
+    cuts: tuple[tuple[int, int], ...] | None = None
+    shallow: bool = False  # CPython parsed it and no expression can be too deep for libcst (guard.shallow)
 
     @property
     def relevant(self) -> bool:
@@ -228,7 +278,104 @@ def scan(path: str, data: bytes, seeds: frozenset[str], exists=os.path.exists) -
     for unit in units:
         unit.source = whole or not seeds.isdisjoint(unit.words)
     imports, star = _imports(tree.body, module)
-    return FileScan(path, whole=whole, units=units, module=module.name, imports=imports, star=star)
+    cuts = comment_cuts(tree, text)
+    shallow = guard.shallow(tree, data)
+    return FileScan(path, whole, units, module.name, imports, star, cuts=cuts, shallow=shallow)
+
+
+_SUPPRESSION_OR_SETTING = re.compile(r"noqa|spmd", re.IGNORECASE)  # comments the checker reads
+_OPENING, _CLOSING = frozenset("([{"), frozenset(")]}")
+
+
+def comment_cuts(tree: ast.Module, text: str) -> tuple[tuple[int, int], ...]:
+    """Where each comment that cannot reach the analysis starts: (1-based line, 0-based column).
+
+    Such a comment is outside every bracket (so no expression's source text, which messages and
+    fixes quote, holds it) and is not a suppression or a file setting (`noqa`, `spmdcheck:`).
+    Comments are only looked for on lines that belong to a construct of one line; a line of a
+    statement or header spanning several lines is kept whole (it may be inside brackets), and so
+    is a line the tokenizer cannot read on its own. The result cache keys a file on its text
+    without these comments (`analysed_digest`), so editing one re-uses the program's results.
+    """
+    lines = _NEWLINE.split(text)
+    multi: set[int] = set()
+
+    def span(first: int, last: int) -> None:
+        if last > first:
+            multi.update(range(first, last + 1))
+
+    todo: list = list(tree.body)
+    while todo:  # statements, handlers and match cases only: an expression holds none
+        node = todo.pop()
+        body = getattr(node, "body", None)
+        for name in ("body", "orelse", "finalbody", "handlers", "cases"):
+            block = getattr(node, name, None)
+            if isinstance(block, list):
+                todo.extend(block)
+        for decorator in getattr(node, "decorator_list", ()):
+            span(decorator.lineno, decorator.end_lineno or decorator.lineno)
+        if isinstance(body, list) and body:
+            first = getattr(node, "lineno", None) or getattr(getattr(node, "pattern", None), "lineno", 0)
+            span(first, max(first, body[0].lineno - 1))  # a header: from its keyword to its body
+        elif isinstance(node, ast.stmt):
+            span(node.lineno, node.end_lineno or node.lineno)
+    cuts: list[tuple[int, int]] = []
+    for number, line in enumerate(lines, 1):
+        if "#" not in line or number in multi:
+            continue
+        stripped = line.lstrip(" \t\f")
+        if stripped.startswith("#"):
+            column = len(line) - len(stripped)
+            if not _SUPPRESSION_OR_SETTING.search(line, column):
+                cuts.append((number, column))
+            continue
+        column = _depth_zero_comment(line)
+        if column is not None and not _SUPPRESSION_OR_SETTING.search(line, column):
+            cuts.append((number, column))
+    return tuple(cuts)
+
+
+def _depth_zero_comment(line: str) -> int | None:
+    """The column of a comment outside brackets on a line read on its own; None when there is none
+    or the line is not whole by itself."""
+    depth = 0
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(line).readline):
+            if token.type == tokenize.OP:
+                if token.string in _OPENING:
+                    depth += 1
+                elif token.string in _CLOSING:
+                    depth -= 1
+            elif token.type == tokenize.COMMENT:
+                return token.start[1] if depth == 0 else None
+            elif token.type == tokenize.ERRORTOKEN:
+                return None
+    except (tokenize.TokenError, SyntaxError, ValueError):
+        return None
+    return None
+
+
+def analysed_digest(
+    text: str, blanked: str | None, cuts: Iterable[tuple[int, int]], blank: Iterable[tuple[int, int]]
+) -> str:
+    """A hash of what the analysis of a file reads: the text libcst parses (`blanked` when given)
+    without the comments of `cuts` (outside the blanked spans `blank`), and the axis names the
+    file's text mentions. Two texts with one digest get the same diagnostics, anywhere."""
+    from spmdcheck.frontend.source import mesh_names_in
+
+    pieces = re.split(r"(\r\n|\r|\n)", blanked if blanked is not None else text)
+    emptied = set()
+    for start, end in blank:
+        emptied.update(range(start, end + 1))
+    for line, column in cuts:
+        index = 2 * (line - 1)
+        if line not in emptied and index < len(pieces):
+            pieces[index] = pieces[index][:column].rstrip(" \t\f")  # outside brackets: spaces reach nothing
+    h = hashlib.blake2b(digest_size=16)
+    # what follows the last code (blank lines, comments cut above) reaches no position and no expression
+    h.update("".join(pieces).rstrip().encode("utf-8", "surrogatepass"))
+    h.update(("\0" + ",".join(sorted(mesh_names_in(text)))).encode("utf-8", "surrogatepass"))
+    return h.hexdigest()
 
 
 def _imports(body: list[ast.stmt], module: object) -> tuple[frozenset[str], frozenset[str]]:
@@ -543,25 +690,57 @@ def blank_bodies(text: str, spans: Iterable[tuple[int, int]]) -> str:
     return "".join(pieces)
 
 
-def scan_to_plain(s: FileScan) -> list:
-    """A scan as plain data for the result cache (its taint before `spread`)."""
-    return [
+def scan_to_plain(s: FileScan) -> tuple[list, list]:
+    """A scan (its taint before `spread`) as plain data for the result cache: its small part (module,
+    imports, cuts) and its units (every field of every unit, a class's methods by their index)."""
+    index = {id(u): i for i, u in enumerate(s.units)}
+    small = [
         s.module,
         s.whole,
         sorted(s.imports),
         sorted(s.star),
-        [[sorted(u.binds), sorted(u.words), [list(b) for b in u.bodies], u.source] for u in s.units],
+        None if s.cuts is None else [list(c) for c in s.cuts],
+        s.shallow,
     ]
+    units = [
+        [
+            sorted(u.binds),
+            sorted(u.words),
+            [list(b) for b in u.bodies],
+            u.source,
+            u.method,
+            sorted(u.attrs),
+            [index[id(m)] for m in u.members],
+        ]
+        for u in s.units
+    ]
+    return small, units
 
 
-def scan_from_plain(path: str, plain: object) -> FileScan | None:
-    """The inverse of `scan_to_plain`; None when the data does not have that shape."""
+def scan_hash(small: list, units: list) -> str:
+    """A hash of what `spread` reads of a scan (all but the comment cuts)."""
+    data = json.dumps([small[:4], units], separators=(",", ":"))
+    return hashlib.blake2b(data.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
+def scan_from_plain(path: str, small: object, units: object = None) -> FileScan | None:
+    """The inverse of `scan_to_plain` (without units when `units` is None: enough to plan a file whose
+    taint is known); None when the data does not have that shape."""
     try:
-        module, whole, imports, star, units = plain  # type: ignore[misc]
+        module, whole, imports, star, cuts, shallow = small  # type: ignore[misc]
         out = FileScan(path, bool(whole), [], str(module), frozenset(map(str, imports)), frozenset(map(str, star)))
-        for binds, words, bodies, source in units:
+        out.shallow = shallow is True
+        out.cuts = None if cuts is None else tuple((int(a), int(b)) for a, b in cuts)
+        members: list[list[int]] = []
+        for binds, words, bodies, source, method, attrs, member_indices in units or ():  # type: ignore[attr-defined]
             spans = tuple((int(a), int(b)) for a, b in bodies)
-            out.units.append(Unit(frozenset(map(str, binds)), frozenset(map(str, words)), spans, bool(source)))
+            unit = Unit(frozenset(map(str, binds)), frozenset(map(str, words)), spans, bool(source))
+            unit.method = None if method is None else str(method)
+            unit.attrs = frozenset(map(str, attrs))
+            out.units.append(unit)
+            members.append([int(i) for i in member_indices])
+        for unit, indices in zip(out.units, members):
+            unit.members = [out.units[i] for i in indices]
         return out
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, IndexError):
         return None

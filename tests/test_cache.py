@@ -113,12 +113,19 @@ def test_a_corrupted_cache_is_ignored(project):
         doc["programs"] = {k: {"x": 3} for k in doc["programs"]}
         doc["tree"] = "stale"  # so the programs and scans are consulted
         store.write_text(json.dumps(doc))
-    for scans in (project / ".spmdcheck_cache").glob("scans-*.json"):
-        doc = json.loads(scans.read_text())
-        doc["files"] = {p: [entry[0], "garbage"] for p, entry in doc["files"].items()}
-        scans.write_text(json.dumps(doc))
+    for index in (project / ".spmdcheck_cache").glob("index-*.json"):
+        doc = json.loads(index.read_text())
+        doc["files"] = {p: [entry[0], "not a hash", "garbage"] for p, entry in doc["files"].items()}
+        index.write_text(json.dumps(doc))
     assert _check(project).stdout == first.stdout
-    for store in (project / ".spmdcheck_cache").glob("*.json"):
+    for units in (project / ".spmdcheck_cache").glob("units-*/*.json"):
+        units.write_text(json.dumps({"units": [["garbage"]]}))
+    for store in (project / ".spmdcheck_cache").glob("results-*.json"):
+        doc = json.loads(store.read_text())
+        doc["tree"], doc["taint"] = "stale", ["stale", {"x": 1}]
+        store.write_text(json.dumps(doc))
+    assert _check(project).stdout == first.stdout
+    for store in (project / ".spmdcheck_cache").glob("**/*.json"):
         store.write_bytes(b"\x80not json")
     assert _check(project).stdout == first.stdout
 

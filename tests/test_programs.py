@@ -196,6 +196,37 @@ def test_files_named_alone_are_checked_within_their_project():
     assert ("gpt_bug_missing_copy/layers.py", 84, "SPMD102", "error") in got - alone
 
 
+def test_a_focused_plan_runs_only_the_programs_that_import_the_focus():
+    from spmdcheck.api import plan_programs
+
+    paths = [str(m) for program in PROGRAMS for m in modules(program)]
+    layers = str(PROGRAMS_ROOT / "gpt_bug_missing_copy" / "layers.py")
+    _, programs = plan_programs(paths, Settings(mesh=("tp",)), focus=frozenset([layers]))
+    planned = {pathlib.Path(f.path).relative_to(PROGRAMS_ROOT).parts[0] for program in programs for f in program}
+    assert planned == {"gpt_bug_missing_copy"}
+    _, everything = plan_programs(paths, Settings(mesh=("tp",)))
+    assert len(everything) == len(PROGRAMS)
+
+
+def test_a_focused_run_does_not_answer_a_later_full_run_from_the_cache(tmp_path):
+    import shutil
+
+    shutil.copytree(PROGRAMS_ROOT / "gpt_bug_missing_copy", tmp_path / "gpt")
+    shutil.copytree(PROGRAMS_ROOT / "divergence_bug_early_return", tmp_path / "div")
+
+    def run(*args: str) -> list[str]:
+        proc = subprocess.run([sys.executable, "-m", "spmdcheck", "check", *args, "--output-format", "concise"],
+                              cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        assert proc.returncode in (0, 1), proc.stderr
+        return [line.split(": ")[0] for line in proc.stdout.splitlines() if "SPMD" in line]
+
+    # `div` does not import gpt/loss.py: the focused run leaves it unanalysed, and must not cache that
+    assert run(str(tmp_path / "gpt" / "loss.py")) == []
+    found = run(str(tmp_path))  # spelled as the context files were
+    assert "gpt/layers.py:84:27" in found and any(f.startswith("div/") for f in found), found
+    assert run("gpt/layers.py") == ["gpt/layers.py:84:27"]
+
+
 # --------------------------------------------------------------------------- ground truth: the programs run
 @pytest.fixture(scope="module")
 def gt_harness():

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import io
+import re
 import sys
 import threading
 import tokenize
@@ -80,6 +81,36 @@ def screen(text: str) -> Screened:
     return _blank(text, deep)
 
 
+def shallow(tree: ast.Module, data: bytes) -> bool:
+    """True when no expression of `tree` (parsed from `data`) is deeper than the limit (`screen` has
+    nothing to do then). A short expression is not walked: every level of an expression's tree but a
+    few (an f-string's parts, a name's context) holds a token of its own, so an expression of n bytes
+    is at most n + 16 levels deep; one of more than half the limit in bytes is measured."""
+    limit = (MAX_EXPRESSION_DEPTH - 16) // 2
+    lengths: list[int] | None = None
+    long_roots: list[ast.expr] = []
+    stack: list[ast.AST] = [tree]
+    while stack:
+        node = stack.pop()
+        for child in ast.iter_child_nodes(node):
+            if not isinstance(child, ast.expr):
+                stack.append(child)
+                continue
+            first, last = child.lineno, child.end_lineno or child.lineno
+            if first == last:
+                size = (child.end_col_offset or 0) - child.col_offset
+            else:
+                if lengths is None:
+                    lengths = [len(line) + 2 for line in _BYTE_LINES.split(data)]
+                size = sum(lengths[first - 1 : last])
+            if size > limit:
+                long_roots.append(child)
+    return all(_depth(root) <= MAX_EXPRESSION_DEPTH for root in long_roots)  # measured: a long call is flat
+
+
+_BYTE_LINES = re.compile(rb"\r\n|\r|\n")
+
+
 def quiet_ast_parse(source: str | bytes) -> ast.Module:
     """`ast.parse` without its SyntaxWarnings (`1()`, `x is 1`): the checked code is not ours to lint."""
     with warnings.catch_warnings():
@@ -90,6 +121,12 @@ def quiet_ast_parse(source: str | bytes) -> ast.Module:
 def string_value(node: object) -> object:
     """A libcst string's value (`evaluated_value`, which runs `ast.literal_eval`) without the warnings
     CPython gives on the checked code (`"\\d"`); None where it cannot be evaluated."""
+    text = getattr(node, "value", None)
+    if type(text) is str and "\\" not in text and "\r" not in text:  # no escape, no newline to translate:
+        quote = text.lstrip("rRuU")  # a plain str literal is its text between the quotes
+        if len(text) - len(quote) <= 1 and quote[:1] in ("'", '"'):
+            width = 3 if quote[:3] in ("'''", '"""') and len(quote) >= 6 else 1
+            return quote[width:-width]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:

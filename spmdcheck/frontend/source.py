@@ -10,9 +10,8 @@ import stat
 import tokenize
 from dataclasses import dataclass
 
-import libcst as cst
-
-from spmdcheck.frontend.guard import DeepExpression, quiet_ast_parse, screen
+from spmdcheck.frontend.guard import DeepExpression, Screened, quiet_ast_parse, screen
+from spmdcheck.lazy_libcst import cst  # imported on first use
 
 # Types only enter a program through these spellings: annotations and the spmd_types API, Megatron
 # mappings, tensors that need grad (raw collectives on them), or torch factories under a configured mesh;
@@ -95,13 +94,14 @@ def _no_validation(self: object) -> None:
     pass
 
 
-def parse(text: str) -> cst.Module | ParseFailure:
-    return parse_screened(text)[0]
+def parse(text: str, shallow: bool = False) -> cst.Module | ParseFailure:
+    return parse_screened(text, shallow)[0]
 
 
-def parse_screened(text: str) -> tuple[cst.Module | ParseFailure, list[DeepExpression]]:
-    """Parse with libcst what `guard.screen` lets through; also the expressions it replaced (too deep)."""
-    screened = screen(text)
+def parse_screened(text: str, shallow: bool = False) -> tuple[cst.Module | ParseFailure, list[DeepExpression]]:
+    """Parse with libcst what `guard.screen` lets through; also the expressions it replaced (too deep).
+    `shallow`: CPython parsed the text (or one it was cut from) and `guard.shallow` held: no screen."""
+    screened = Screened(text) if shallow else screen(text)
     if screened.failure is not None:
         message, line, column = screened.failure
         return ParseFailure(message, line, column), screened.deep

@@ -18,9 +18,8 @@ import pathlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
-import libcst as cst
-
 from spmdcheck.lattice import Linearity
+from spmdcheck.lazy_libcst import cst  # imported on first use
 from spmdcheck.rules.model import (
     CollectiveRule,
     ContractRule,
