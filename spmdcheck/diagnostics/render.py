@@ -148,7 +148,7 @@ class ProgramPositions:
                 site_pos = self._table(site_origin if site_key == id(site_origin) else None).get(node)
                 line = site_pos.start.line if site_pos is not None else 0
                 site_path = self._files[site_key][0]
-                return f"line {line}" if site_path == here else f"{_short(site_path)}:{line}"
+                return f"line {line}" if site_path == here else f"{display_path(site_path)}:{line}"
 
             message = _SITE.sub(lambda m: where(int(m.group(1))), f.message)
             if f.branches:
@@ -177,8 +177,9 @@ def _line(positions, node: cst.CSTNode) -> int:  # noqa: ANN001
     return pos.start.line if pos is not None else 0
 
 
-def _short(path: str) -> str:
-    """A file named in a message: relative to the working directory when it is below it."""
+def display_path(path: str) -> str:
+    """Relative to the working directory when below it (clickable in terminals and editors), else as given:
+    how a file is named in messages and reports."""
     import os
 
     try:

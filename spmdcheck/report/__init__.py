@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TextIO
 
+from spmdcheck.diagnostics.render import display_path as display_path  # re-exported for the reporters
 from spmdcheck.report.sources import SourceLines
 
 if TYPE_CHECKING:  # the reporters are imported on demand; the CLI's option parsing stays light
@@ -41,15 +42,6 @@ class ReportContext:
 def write_report(fmt: str, diags: list[Diagnostic], context: ReportContext, out: TextIO) -> None:
     module = importlib.import_module(f"spmdcheck.report.{FORMATS[ALIASES.get(fmt, fmt)]}")
     module.write(diags, context, out)
-
-
-def display_path(path: str) -> str:
-    """Relative to the working directory when below it (clickable in terminals and editors), else as given."""
-    try:
-        rel = os.path.relpath(path)
-    except ValueError:
-        return path
-    return path if rel.startswith("..") else rel
 
 
 def summary_line(diags: list[Diagnostic], files: int, incomplete: bool = False) -> str:

@@ -3,22 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
 from typing import TextIO
 
+from spmdcheck.diagnostics.render import display_path
 from spmdcheck.report.printable import printable
 from spmdcheck.report.sources import SourceLines
 from spmdcheck.typeinfo import Binding, TypedFile
 
 MAX_CODE_WIDTH = 88  # type columns start after the source, but never further right than this
-
-
-def _relative(path: str) -> str:
-    try:
-        rel = os.path.relpath(path)
-    except ValueError:
-        return path
-    return path if rel.startswith("..") else rel
 
 
 def binding_text(b: Binding) -> str:
@@ -44,7 +36,7 @@ def write_types_text(files: list[TypedFile], out: TextIO, color: bool | None = N
         by_line: dict[int, list[Binding]] = {}
         for b in f.bindings:
             by_line.setdefault(b.line, []).append(b)
-        console.print(f"[bold]{escape(printable(_relative(f.path)))}[/bold]")
+        console.print(f"[bold]{escape(printable(display_path(f.path)))}[/bold]")
         for d in f.diagnostics:
             if d.code in ("SPMD000", "SPMD001", "SPMD005"):  # why the types below may be missing
                 console.print(f"  [bold red]{d.code}[/bold red] {escape(printable(d.message))}")
