@@ -47,6 +47,10 @@ def resolve_axis(interp: Analysis, value: Value | None, node: cst.CSTNode | None
         return None
     known = interp.ctx.known_axes
     if known and name not in known and not is_opaque_axis(name):
+        if not isinstance(value, Literal):
+            # a group's axis named by a stub (Megatron's expert-data-parallel group is `edp`) that this
+            # project's mesh does not list: the user wrote no axis name to correct, so it is unknown
+            return None
         where = node if node is not None else value
         interp.report(
             Finding("SPMD003", where, f"unknown mesh axis {name!r}; the mesh in scope has {', '.join(sorted(known))}")
