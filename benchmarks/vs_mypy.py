@@ -26,6 +26,8 @@ import sys
 import tempfile
 import time
 
+from bench import default_root  # the same default tree as bench.py (run as scripts: their folder is on sys.path)
+
 _PARSE = """
 import sys, pathlib
 import {module}
@@ -35,16 +37,6 @@ for path in pathlib.Path(sys.argv[1]).read_text().splitlines():
     except Exception:
         pass
 """
-
-
-def default_root() -> str:
-    out = subprocess.run(
-        [sys.executable, "-c", "import torch.distributed, os; print(os.path.dirname(torch.distributed.__file__))"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return out.stdout.strip()
 
 
 def checked_file(files: list[str]) -> str:

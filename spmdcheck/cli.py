@@ -462,7 +462,16 @@ def _add_noqa(results) -> None:  # noqa: ANN001
     print(f"spmdcheck: added noqa comments to {added} line(s)", file=sys.stderr)
 
 
-def _fix(results, files: list[str], settings, registry, unsafe: bool, jobs: int, roots: list[str], context: list[str]):  # noqa: ANN001, ANN202, E501
+def _fix(  # noqa: ANN202
+    results,  # noqa: ANN001
+    files: list[str],
+    settings,  # noqa: ANN001
+    registry,  # noqa: ANN001
+    unsafe: bool,
+    jobs: int,
+    roots: list[str],
+    context: list[str],
+):
     """Apply fixes in rounds (spmdcheck/fix_review.py says why): each round applies every file's next batch,
     then checks the changed files again, and at the end every file; only the safe fixes without --unsafe-fixes.
     Each file's write is a transaction (spmdcheck/fixes.py); returns the results and how many files could

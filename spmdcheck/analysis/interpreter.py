@@ -7,6 +7,7 @@ delegates every call to `calls.dispatch`, which reads the rule registry.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -611,13 +612,19 @@ class Interpreter:
             log.append((owner, name, owner.attrs.get(name)))
         _put_attr(owner, name, value)
 
-    def _exec_arms(self, node: cst.If, test: Value, ref: int, before: dict[str, Value], start: int) -> None:
-        if_writes: list[tuple[InstanceValue, str, Value | None]] = []
-        self.attr_logs.append(if_writes)
+    @contextlib.contextmanager
+    def _attr_writes(self) -> Iterator[list[tuple[InstanceValue, str, Value | None]]]:
+        """The attribute writes made within the block (each with the value it replaced)."""
+        writes: list[tuple[InstanceValue, str, Value | None]] = []
+        self.attr_logs.append(writes)
         try:
-            self.exec_block(_body(node))
+            yield writes
         finally:
             self.attr_logs.pop()
+
+    def _exec_arms(self, node: cst.If, test: Value, ref: int, before: dict[str, Value], start: int) -> None:
+        with self._attr_writes() as if_writes:
+            self.exec_block(_body(node))
         in_if = self.collectives[start:]
         after_if, if_ended = self.frame.env, self.frame.ended()
         attrs_after_if = {(id(o), n): o.attrs.get(n) for o, n, _ in if_writes}
@@ -626,16 +633,12 @@ class Interpreter:
         self.frame.env = dict(before)
         self.frame.exited = self.frame.jumped = False
         middle = len(self.collectives)
-        else_writes: list[tuple[InstanceValue, str, Value | None]] = []
-        self.attr_logs.append(else_writes)
-        try:
+        with self._attr_writes() as else_writes:
             if node.orelse is not None:
                 if isinstance(node.orelse, cst.If):
                     self.exec_if(node.orelse)
                 else:
                     self.exec_block(_body(node.orelse))
-        finally:
-            self.attr_logs.pop()
         self._join_attrs(if_writes, attrs_after_if, else_writes, ref)
         in_else = self.collectives[middle:]
         if isinstance(test, RankValue):
@@ -788,12 +791,8 @@ class Interpreter:
             before = dict(self.frame.env)
             if isinstance(node, cst.For):
                 self.assign(node.target, item, None)
-            writes: list[tuple[InstanceValue, str, Value | None]] = []
-            self.attr_logs.append(writes)
-            try:
+            with self._attr_writes() as writes:
                 self.exec_block(_body(node))
-            finally:
-                self.attr_logs.pop()
             if self.frame.exited:  # the body returned: after the loop is the path where it did not
                 self.frame.env = before
             self.frame.exited = self.frame.jumped = False
