@@ -673,7 +673,7 @@ def parameter_values(
             else:
                 value = TensorValue(SpmdType(declared), GradState.UNKNOWN, None) if declared else UNKNOWN
                 if args is None and p.annotation is not None:
-                    value = group_parameter(name, interp.ctx.code_of(p.annotation.annotation)) or value
+                    value = group_parameter(name, interp.ctx.text_of(p.annotation.annotation)) or value
                 if value is UNKNOWN:
                     value = contracts.config_parameter(interp, p.annotation, receiver, interp.frame.owner) or value
         else:

@@ -102,8 +102,17 @@ class FileContext:
         self.program.seen.add(key)
         self.program.findings.append(finding)
 
+    @property
+    def observed(self) -> bool:
+        """Whether an observer watches the bindings (what it is told may then cost more to make)."""
+        return self.program.on_bind is not None
+
     def code_of(self, node: cst.CSTNode) -> str:
         return self.module.code_for_node(node)
+
+    def text_of(self, node: cst.CSTNode) -> str:
+        """`code_of`, without libcst's code generator for the common case of a plain dotted name."""
+        return _plain_dotted(node) or self.module.code_for_node(node)
 
 
 def _imports_module(body: Any, name: str, depth: int = 0) -> bool:
@@ -120,6 +129,27 @@ def _imports_module(body: Any, name: str, depth: int = 0) -> bool:
             if _imports_module(inner, name, depth + 1):
                 return True
     return False
+
+
+def _plain_dotted(node: cst.CSTNode) -> str | None:
+    """`a.b.c` written without parentheses, spaces or comments (exactly its source text); else None."""
+    parts: list[str] = []
+    while type(node) is cst.Attribute:
+        dot = node.dot
+        if node.lpar or node.rpar or node.attr.lpar or node.attr.rpar or not _tight(dot):
+            return None
+        parts.append(node.attr.value)
+        node = node.value
+    if type(node) is not cst.Name or node.lpar or node.rpar:
+        return None
+    parts.append(node.value)
+    return ".".join(reversed(parts))
+
+
+def _tight(dot: cst.Dot) -> bool:
+    before, after = dot.whitespace_before, dot.whitespace_after
+    plain = type(before) is cst.SimpleWhitespace and type(after) is cst.SimpleWhitespace
+    return plain and not (before.value or after.value)
 
 
 def _dotted(node: cst.BaseExpression) -> str:

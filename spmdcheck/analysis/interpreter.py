@@ -7,7 +7,6 @@ delegates every call to `calls.dispatch`, which reads the rule registry.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -495,9 +494,9 @@ class Interpreter:
     def exec_import(self, node: cst.Import | cst.ImportFrom) -> None:
         if isinstance(node, cst.Import):
             for alias in node.names:
-                dotted = self.ctx.code_of(alias.name)
+                dotted = self.ctx.text_of(alias.name)
                 if alias.asname is not None:
-                    local = self.ctx.code_of(alias.asname.name)
+                    local = self.ctx.text_of(alias.asname.name)
                     self.frame.env[local] = self._module_named(dotted)
                     self._note_spmd_alias(dotted, local)
                 else:
@@ -507,13 +506,13 @@ class Interpreter:
         if isinstance(node.names, cst.ImportStar):
             return
         level = len(node.relative)
-        written = self.ctx.code_of(node.module) if node.module is not None else None
+        written = self.ctx.text_of(node.module) if node.module is not None else None
         module = resolve_import(self.ctx.module_file, written, level) if self.ctx.module_file else written
         if level and module is None:
             module = None  # beyond the top-level package, or a relative import in a lone file
         for alias in node.names:
-            name = self.ctx.code_of(alias.name)
-            local = self.ctx.code_of(alias.asname.name) if alias.asname else name
+            name = self.ctx.text_of(alias.name)
+            local = self.ctx.text_of(alias.asname.name) if alias.asname else name
             if module is None:
                 self.frame.env[local] = UNKNOWN
                 continue
@@ -612,15 +611,9 @@ class Interpreter:
             log.append((owner, name, owner.attrs.get(name)))
         _put_attr(owner, name, value)
 
-    @contextlib.contextmanager
-    def _attr_writes(self) -> Iterator[list[tuple[InstanceValue, str, Value | None]]]:
+    def _attr_writes(self) -> _AttrWriteLog:
         """The attribute writes made within the block (each with the value it replaced)."""
-        writes: list[tuple[InstanceValue, str, Value | None]] = []
-        self.attr_logs.append(writes)
-        try:
-            yield writes
-        finally:
-            self.attr_logs.pop()
+        return _AttrWriteLog(self.attr_logs)
 
     def _exec_arms(self, node: cst.If, test: Value, ref: int, before: dict[str, Value], start: int) -> None:
         with self._attr_writes() as if_writes:
@@ -869,7 +862,8 @@ class Interpreter:
                 if declared and value_node is not None:
                     value = calls.check_declared(self, value, declared, value_node, "SPMD401", "annotated attribute")
                 self.set_attr(owner, target.attr.value, value)
-                self.ctx.bound(self.ctx.code_of(target), value, target)
+                if self.ctx.observed:  # the binding's name is the target's source text: made only when watched
+                    self.ctx.bound(self.ctx.code_of(target), value, target)
                 return
             key = _attr_path(target)
             if key is not None:
@@ -929,13 +923,17 @@ class Interpreter:
 
     # ------------------------------------------------------------ expressions
     def eval(self, node: cst.BaseExpression) -> Value:
-        method = getattr(self, "eval_" + type(node).__name__, None)
+        kind = type(node)
+        try:
+            method = _EVALUATORS[kind]
+        except KeyError:
+            method = _EVALUATORS[kind] = getattr(Interpreter, "eval_" + kind.__name__, None)
         if method is None:
             for child in node.children:
                 if isinstance(child, cst.BaseExpression):
                     self.eval(child)
             return UNKNOWN
-        return method(node)
+        return method(self, node)
 
     def lookup(self, name: str) -> Value:
         if name in self.frame.env:
@@ -1288,6 +1286,28 @@ class Interpreter:
         assumed = self.mesh == self.ctx.options.mesh and not self.ctx.imports_spmd_types
         axes = {a: AxisType(Kind.R) for a in self.mesh} if typed and not assumed else {}
         return TensorValue(SpmdType(axes), grad, rank)
+
+
+# node type -> the Interpreter method evaluating it (None: its sub-expressions only), filled on first use
+_EVALUATORS: dict[type, Callable[[Interpreter, cst.CSTNode], Value] | None] = {}
+
+
+class _AttrWriteLog:
+    """`with`: a log of the attribute writes made in the block, on the interpreter's stack of logs while it
+    runs (a plain class: cheaper than a generator context manager, and entered for every `if` arm)."""
+
+    __slots__ = ("logs", "writes")
+
+    def __init__(self, logs: list[list[tuple[InstanceValue, str, Value | None]]]) -> None:
+        self.logs = logs
+        self.writes: list[tuple[InstanceValue, str, Value | None]] = []
+
+    def __enter__(self) -> list[tuple[InstanceValue, str, Value | None]]:
+        self.logs.append(self.writes)
+        return self.writes
+
+    def __exit__(self, *exc: object) -> None:
+        self.logs.pop()
 
 
 def _put_attr(owner: InstanceValue, name: str, value: Value | None) -> None:
