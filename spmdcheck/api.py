@@ -421,18 +421,29 @@ def _importers_closure(
     return set(focus) | {path_of[n] for n in seen if n in path_of}
 
 
+# Objects (net of those freed) that may wait for the cycle collector between programs: about 200 MB.
+_CYCLE_GARBAGE_BUDGET = 2_000_000
+_collection_deferred = False  # the collector is off only because garbage waits below the budget
+
+
 @contextlib.contextmanager
 def _without_cycle_collection() -> Iterator[None]:
     """Parsing and analysing allocate millions of objects that live until the end of a program and
     form few cycles; CPython's cycle collector would walk them again and again (a fifth of the run).
-    It is off meanwhile, and catches up once afterwards."""
-    was_enabled = gc.isenabled()
+    It is off meanwhile. A program's data is left in cycles (its scopes and functions refer to each
+    other), so a collection after every program would walk them all again: the collector catches up
+    only once the objects waiting exceed `_CYCLE_GARBAGE_BUDGET` (memory stays bounded), and a worker
+    process that exits before that never pays for it."""
+    global _collection_deferred
+    was_enabled = gc.isenabled() or _collection_deferred
     gc.disable()
     try:
         yield
     finally:
         if was_enabled:
-            gc.enable()
+            _collection_deferred = gc.get_count()[0] < _CYCLE_GARBAGE_BUDGET
+            if not _collection_deferred:
+                gc.enable()
 
 
 def check_program(files: list[LoadedFile], settings: Settings, registry: Registry | None = None) -> list[FileResult]:
