@@ -330,7 +330,7 @@ class Interpreter:
                 if self.rank_specific is not None and self.rank_specific[0] is stmt and self.rank_specific[1]:
                     # a rank-dependent `if` or loop whose tensors differ across ranks and are used after it
                     self._report_rank_specific(stmt, self.rank_specific[1], body[i + 1 :])
-                if isinstance(stmt, cst.If) and isinstance(self.last_test, RankValue):
+                if type(stmt) is cst.If and isinstance(self.last_test, RankValue):
                     # a `raise` on some ranks is an error path (the run fails there), not ranks skipping ahead
                     exits = (
                         _always_exits(stmt.body, skips_only=True),
@@ -361,27 +361,31 @@ class Interpreter:
                 )
                 return
 
+    # The statement dispatches compare exact node types: libcst's node classes are abstract-base-class
+    # subclasses with no subclasses of their own, and an `isinstance` miss on one costs a Python-level
+    # `ABCMeta.__instancecheck__` call (millions per run).
     def exec_stmt(self, stmt: cst.CSTNode) -> None:
         budget.tick()
-        if isinstance(stmt, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
+        kind = type(stmt)
+        if kind is cst.SimpleStatementLine or kind is cst.SimpleStatementSuite:
             for small in stmt.body:
                 self.exec_small(small, stmt)
-        elif isinstance(stmt, cst.FunctionDef):
+        elif kind is cst.FunctionDef:
             owner = self.frame.owner if self.frame.function is None else None  # a method: defined in a class body
             self.frame.env[stmt.name.value] = FunctionValue(stmt, stmt.name.value, self.scope, owner)
             if not self.inline_stack:  # nested functions are checked on their own too
                 self.functions.append((stmt, self.scope, owner))
-        elif isinstance(stmt, cst.ClassDef):
+        elif kind is cst.ClassDef:
             self.exec_class(stmt)
-        elif isinstance(stmt, cst.If):
+        elif kind is cst.If:
             self.exec_if(stmt)
-        elif isinstance(stmt, (cst.For, cst.While)):
+        elif kind is cst.For or kind is cst.While:
             self.exec_loop(stmt)
-        elif isinstance(stmt, cst.With):
+        elif kind is cst.With:
             self.exec_with(stmt)
-        elif isinstance(stmt, cst.Try):
+        elif kind is cst.Try:
             self.exec_try(stmt)
-        elif isinstance(stmt, cst.IndentedBlock):
+        elif kind is cst.IndentedBlock:
             self.exec_block(stmt.body)
         elif isinstance(stmt, cst.BaseSmallStatement):
             self.exec_small(stmt, None)
@@ -400,9 +404,7 @@ class Interpreter:
             self.exec_block(_body(node.orelse))
             body_ended = self.frame.ended()
         after_body = self.frame.env
-        handler_start = {
-            n: join(entry.get(n, UNKNOWN), after_body.get(n, UNKNOWN)) for n in set(entry) | set(after_body)
-        }
+        handler_start = {n: _joined(entry, after_body, n, None) for n in set(entry) | set(after_body)}
         ref = self.ctx.site(node)
         merged: dict[str, Value] | None = None if body_ended else after_body
         handlers_ended = []
@@ -418,9 +420,7 @@ class Interpreter:
                 merged = self.frame.env
             else:
                 after = self.frame.env
-                merged = {
-                    n: join(merged.get(n, UNKNOWN), after.get(n, UNKNOWN), ref) for n in set(merged) | set(after)
-                }
+                merged = {n: _joined(merged, after, n, ref) for n in set(merged) | set(after)}
         self.frame.env = merged if merged is not None else after_body
         self.frame.exited = self.frame.jumped = False
         if node.finalbody is not None:
@@ -431,13 +431,14 @@ class Interpreter:
             self.frame.jumped = True  # every path left by break/continue (or a mix with return/raise)
 
     def exec_small(self, small: cst.BaseSmallStatement, line: cst.SimpleStatementLine | None) -> None:
-        if isinstance(small, cst.Expr):
+        kind = type(small)
+        if kind is cst.Expr:
             self.eval(small.value)
-        elif isinstance(small, cst.Assign):
+        elif kind is cst.Assign:
             value = self.eval(small.value)
             for target in small.targets:
                 self.assign(target.target, value, small.value)
-        elif isinstance(small, cst.AnnAssign):
+        elif kind is cst.AnnAssign:
             declared = calls.annotation_type(self, small.annotation.annotation)
             if small.value is None:
                 return  # a declaration binds nothing (a class-level one types the attribute: exec_class)
@@ -445,23 +446,23 @@ class Interpreter:
             if declared is not None:
                 value = calls.check_declared(self, value, declared, small, "SPMD401", "annotated variable")
             self.assign(small.target, value, small.value)
-        elif isinstance(small, cst.AugAssign):
+        elif kind is cst.AugAssign:
             self.exec_augassign(small)
-        elif isinstance(small, cst.Return):
+        elif kind is cst.Return:
             value = self.eval(small.value) if small.value is not None else NONE
             self.frame.returns.append((value, small))
             self.frame.exited = True
-        elif isinstance(small, (cst.Break, cst.Continue)):
+        elif kind is cst.Break or kind is cst.Continue:
             self.frame.jumped = True
-        elif isinstance(small, (cst.Import, cst.ImportFrom)):
+        elif kind is cst.Import or kind is cst.ImportFrom:
             self.exec_import(small)
-        elif isinstance(small, cst.Del):
+        elif kind is cst.Del:
             pass
-        elif isinstance(small, (cst.Raise, cst.Assert)):
+        elif kind is cst.Raise or kind is cst.Assert:
             for child in small.children:
                 if isinstance(child, cst.BaseExpression):
                     self.eval(child)
-            if isinstance(small, cst.Raise):
+            if kind is cst.Raise:
                 self.frame.exited = True
             else:
                 contracts.narrow_config(self, small.test)  # `assert isinstance(cfg, GQAttention.Config)`
@@ -652,7 +653,9 @@ class Interpreter:
         merged: dict[str, Value] = {}
         for name in set(after_if) | set(after_else):
             a, b = after_if.get(name, UNKNOWN), after_else.get(name, UNKNOWN)
-            if isinstance(test, RankValue) and a != b and _plain(a) and _plain(b):
+            if a is b:
+                merged[name] = a  # what `join` gives (most names: neither arm wrote them)
+            elif isinstance(test, RankValue) and a != b and _plain(a) and _plain(b):
                 # set differently on the two sides of a rank-dependent condition: the number now
                 # differs across ranks as the condition does (`if last_rank: n -= 1`, then `range(n)`)
                 merged[name] = test
@@ -789,11 +792,8 @@ class Interpreter:
             if self.frame.exited:  # the body returned: after the loop is the path where it did not
                 self.frame.env = before
             self.frame.exited = self.frame.jumped = False
-            merged = {
-                n: join(before.get(n, UNKNOWN), self.frame.env.get(n, UNKNOWN), ref)
-                for n in set(before) | set(self.frame.env)
-            }
-            merged = {n: _loop_widen(v) for n, v in merged.items()}
+            after = self.frame.env
+            merged = {n: _loop_widen(_joined(before, after, n, ref)) for n in set(before) | set(after)}
             self.frame.env = merged
             # the objects the body wrote: their attributes joined with the values before this pass
             attrs_changed = self._join_attrs([], {}, writes, ref, _loop_widen)
@@ -840,21 +840,22 @@ class Interpreter:
 
     # ------------------------------------------------------------ assignment
     def assign(self, target: cst.BaseExpression, value: Value, value_node: cst.CSTNode | None) -> None:
-        if isinstance(target, cst.Name):
+        kind = type(target)
+        if kind is cst.Name:
             self.frame.env[target.value] = value
             self.frame.rebound.add(target.value)
             self.ctx.bound(target.value, value, target)
-        elif isinstance(target, (cst.Tuple, cst.List)):
+        elif kind is cst.Tuple or kind is cst.List:
             items = _unpack(value, len(target.elements))
             for element, item in zip(target.elements, items):
                 inner = element.value
-                if isinstance(element, cst.StarredElement):
+                if type(element) is cst.StarredElement:
                     self.assign(inner, UNKNOWN, None)
                 else:
                     self.assign(inner, item, None)
-        elif isinstance(target, cst.Subscript):
+        elif kind is cst.Subscript:
             calls.setitem(self, target, value, value_node)
-        elif isinstance(target, cst.Attribute):
+        elif kind is cst.Attribute:
             owner = self.eval(target.value)
             contracts.attach(self, owner, target.attr.value, value)
             if isinstance(owner, InstanceValue):
@@ -947,9 +948,10 @@ class Interpreter:
 
     def eval_callee(self, node: cst.BaseExpression) -> Value:
         """The function of a call: a library name stays lazy (the call decides whether to follow it)."""
-        if isinstance(node, cst.Name):
+        kind = type(node)
+        if kind is cst.Name:
             return self.resolve_ref(self.lookup(node.value))
-        if isinstance(node, cst.Attribute):
+        if kind is cst.Attribute:
             base = self.eval(node.value)
             if isinstance(base, ModuleValue):
                 return self.object_attribute(base, node.attr.value)
@@ -1102,15 +1104,17 @@ class Interpreter:
         result: Value = left if isinstance(left, RankValue) else UNKNOWN
         for target in node.comparisons:
             right = self.eval(target.comparator)
-            dunder = _CMP_DUNDER.get(type(target.operator))
+            operator = type(target.operator)
+            dunder = _CMP_DUNDER.get(operator)
+            membership = operator is cst.In or operator is cst.NotIn
             if (
-                isinstance(target.operator, (cst.In, cst.NotIn))
+                membership
                 and not isinstance(right, MembersValue)
                 and (isinstance(left, RankValue) or isinstance(right, RankValue))
             ):
                 # `rank in some_ranks`: a membership test whose relation to any group is unknown: silent
                 result = RankValue(frozenset())
-            elif isinstance(right, MembersValue) and isinstance(target.operator, (cst.In, cst.NotIn)):
+            elif isinstance(right, MembersValue) and membership:
                 # `rank in ranks_of(g)`: the same answer on every member of g (Megatron's membership guard);
                 # a group we cannot name leaves the relation unknown, and unknown is silent
                 result = RankValue(None, frozenset({right.axis})) if right.axis is not None else RankValue(frozenset())
@@ -1189,7 +1193,7 @@ class Interpreter:
 
     def _element(self, element: cst.BaseElement) -> Value:
         value = self.eval(element.value)
-        return UNKNOWN if isinstance(element, cst.StarredElement) else value
+        return UNKNOWN if type(element) is cst.StarredElement else value
 
     def eval_Dict(self, node: cst.Dict) -> Value:
         items = []
@@ -1329,7 +1333,7 @@ def _body(node: cst.CSTNode) -> Sequence[cst.CSTNode]:
 def _param_name(fn: cst.FunctionDef, name: str) -> cst.CSTNode:
     params = fn.params
     every = [*params.posonly_params, *params.params, *params.kwonly_params]
-    every += [p for p in (params.star_arg, params.star_kwarg) if isinstance(p, cst.Param)]
+    every += [p for p in (params.star_arg, params.star_kwarg) if type(p) is cst.Param]
     return next((p.name for p in every if p.name.value == name), fn.name)
 
 
@@ -1344,10 +1348,10 @@ def _walk_statements(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
 def _attr_path(node: cst.BaseExpression) -> str | None:
     """`self.weight` -> "self.weight": attribute chains on names are tracked as variables."""
     parts: list[str] = []
-    while isinstance(node, cst.Attribute):
+    while type(node) is cst.Attribute:  # exact types: see `exec_stmt`
         parts.append(node.attr.value)
         node = node.value
-    if isinstance(node, cst.Name):
+    if type(node) is cst.Name:
         parts.append(node.value)
         return ".".join(reversed(parts))
     return None
@@ -1467,6 +1471,12 @@ def _element_of(value: Value) -> Value:
         first = value.items[0]
         return first if all(item == first for item in value.items) else UNKNOWN
     return UNKNOWN
+
+
+def _joined(a: dict[str, Value], b: dict[str, Value], name: str, ref: int | None) -> Value:
+    """`join` of a name's values in two environments; the value itself when both hold the same object."""
+    x, y = a.get(name, UNKNOWN), b.get(name, UNKNOWN)
+    return x if x is y else join(x, y, ref)
 
 
 def _loop_widen(value: Value) -> Value:
