@@ -779,7 +779,8 @@ class _LazyPool:
             for program in programs:
                 yield program, check_program(program, self.settings, self.registry)
             return
-        from spmdcheck.workers import run_isolated
+        from spmdcheck.analysis import program as _analysis  # noqa: F401 - libcst and the analysis imported
+        from spmdcheck.workers import run_isolated  # once, here, before the fork: not again in every worker
 
         global _WORKER_STATE
         _WORKER_STATE = (self.settings, self.registry)

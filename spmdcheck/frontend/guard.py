@@ -87,23 +87,26 @@ def shallow(tree: ast.Module, data: bytes) -> bool:
     few (an f-string's parts, a name's context) holds a token of its own, so an expression of n bytes
     is at most n + 16 levels deep; one of more than half the limit in bytes is measured."""
     limit = (MAX_EXPRESSION_DEPTH - 16) // 2
-    lengths: list[int] | None = None
+    lengths: list[int] = []
+
+    def size(node: ast.stmt | ast.expr) -> int:
+        first, last = node.lineno, node.end_lineno or node.lineno
+        if first == last:
+            return (node.end_col_offset or 0) - node.col_offset
+        if not lengths:
+            lengths.extend(len(line) + 2 for line in _BYTE_LINES.split(data))
+        return sum(lengths[first - 1 : last])
+
     long_roots: list[ast.expr] = []
     stack: list[ast.AST] = [tree]
     while stack:
         node = stack.pop()
+        if isinstance(node, ast.stmt) and not hasattr(node, "body") and size(node) <= limit:
+            continue  # a short simple statement: no expression in it is longer
         for child in ast.iter_child_nodes(node):
             if not isinstance(child, ast.expr):
                 stack.append(child)
-                continue
-            first, last = child.lineno, child.end_lineno or child.lineno
-            if first == last:
-                size = (child.end_col_offset or 0) - child.col_offset
-            else:
-                if lengths is None:
-                    lengths = [len(line) + 2 for line in _BYTE_LINES.split(data)]
-                size = sum(lengths[first - 1 : last])
-            if size > limit:
+            elif size(child) > limit:
                 long_roots.append(child)
     return all(_depth(root) <= MAX_EXPRESSION_DEPTH for root in long_roots)  # measured: a long call is flat
 
