@@ -7,6 +7,7 @@ delegates every call to `calls.dispatch`, which reads the rule registry.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -238,10 +239,8 @@ class Interpreter:
     def _load_model_module(self, rule: OpRule) -> Scope | None:
         from spmdcheck.program.graph import ModuleFile
 
-        try:
-            with open(rule.model_path, encoding="utf-8") as fh:  # type: ignore[arg-type]
-                module = cst.parse_module(fh.read())
-        except (OSError, UnicodeDecodeError, cst.ParserSyntaxError):
+        module = _parsed_stub(rule.model_path)  # type: ignore[arg-type]
+        if module is None:
             return None
         name = rule.model_module or ""
         ctx = FileContext(
@@ -1290,6 +1289,26 @@ class Interpreter:
         assumed = self.mesh == self.ctx.options.mesh and not self.ctx.imports_spmd_types
         axes = {a: AxisType(Kind.R) for a in self.mesh} if typed and not assumed else {}
         return TensorValue(SpmdType(axes), grad, rank)
+
+
+# A stub's @model module parsed in this process, by path, with the file's size and time: every program of
+# a run that meets the model runs it anew (its values belong to that program), but parses it once.
+_STUB_MODULES: dict[str, tuple[tuple[int, int], cst.Module]] = {}
+
+
+def _parsed_stub(path: str) -> cst.Module | None:
+    try:
+        st = os.stat(path)
+        stamp = (st.st_mtime_ns, st.st_size)
+        cached = _STUB_MODULES.get(path)
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
+        with open(path, encoding="utf-8") as fh:
+            module = cst.parse_module(fh.read())
+    except (OSError, UnicodeDecodeError, cst.ParserSyntaxError):
+        return None
+    _STUB_MODULES[path] = (stamp, module)
+    return module
 
 
 # node type -> the Interpreter method evaluating it (None: its sub-expressions only), filled on first use
