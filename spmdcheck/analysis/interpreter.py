@@ -100,6 +100,7 @@ _BUILTINS: dict[str, Value] = {
     **{name: BuiltinValue(name) for name in calls.RANK_PRESERVING_BUILTINS},
 }
 UNTYPED = TensorValue()  # a tensor spmd_types never typed (no_typecheck results)
+_ABSENT = object()  # a lookup's "no such name"
 TENSOR = "torch.Tensor"
 
 
@@ -936,14 +937,17 @@ class Interpreter:
         return method(self, node)
 
     def lookup(self, name: str) -> Value:
-        if name in self.frame.env:
-            return self.frame.env[name]
-        if name in self.frame.globals:
-            return self.frame.globals[name]
-        return _BUILTINS.get(name, UNKNOWN)
+        frame = self.frame
+        value = frame.env.get(name, _ABSENT)
+        if value is _ABSENT:
+            value = frame.globals.get(name, _ABSENT)
+        return _BUILTINS.get(name, UNKNOWN) if value is _ABSENT else value  # type: ignore[return-value]
 
     def eval_Name(self, node: cst.Name) -> Value:
-        return self.resolve_lazy(self.resolve_ref(self.lookup(node.value)))
+        value = self.lookup(node.value)
+        if isinstance(value, (ModuleRef, LazyImport)):  # the only values `resolve_ref`/`resolve_lazy` change
+            return self.resolve_lazy(self.resolve_ref(value))
+        return value
 
     def eval_callee(self, node: cst.BaseExpression) -> Value:
         """The function of a call: a library name stays lazy (the call decides whether to follow it)."""
