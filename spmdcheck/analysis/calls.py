@@ -130,7 +130,7 @@ def dispatch(interp: Interpreter, func: Value, args: list[Arg], node: cst.Call) 
             if routed is not None:
                 return routed  # a module contract: its wrapper redistributes the arguments and the output
             return call_function(interp, call, args, node, receiver=func)
-        return UNKNOWN
+        return contracts.call_opaque_module(interp, func, args) or UNKNOWN
     if isinstance(func, BuiltinValue) and func.name == "super":
         owner, receiver = interp.frame.owner, _receiver_of(interp)
         if owner is not None and receiver is not None:
@@ -868,7 +868,7 @@ def _instances_of(args: list[Arg], receiver: Value | None) -> list[tuple[int, In
 
 def _summary_key(interp: Interpreter, func: FunctionValue, args: list[Arg], receiver: Value | None) -> tuple | None:
     def abstract(value: Value) -> object:
-        return value.snapshot() if isinstance(value, InstanceValue) else value
+        return (value.snapshot(), contracts.slot_key(interp, value)) if isinstance(value, InstanceValue) else value
 
     try:
         key = (

@@ -295,6 +295,30 @@ def call_module(
     return result
 
 
+def call_opaque_module(interp: Interpreter, module: InstanceValue, args: list[Arg]) -> Value | None:
+    """A call of a module built from a typed config field whose `forward` the checked code does not define
+    (it comes from a library base: `class Linear(nn.Linear, Module)`): its contract alone says what it takes
+    and gives. The arguments are checked against in_src (by keyword, or the only positional argument when
+    in_src names one input), the caller gets out_dst (else out_src). None: no contract reached the module."""
+    from spmdcheck.analysis import spmd_api
+
+    found = slot_contract(interp, module)
+    if found is None:
+        return None
+    contract = method_contract(interp, found)
+    positional = [a for a in args if a[0] is None]
+    only = next(iter(contract.sources)) if len(contract.sources) == 1 and len(positional) == 1 else None
+    for keyword, value, arg_node in args:
+        name = keyword if keyword not in (None, "*") else only
+        if isinstance(value, TensorValue) and name in contract.sources:
+            spmd_api.refine(
+                interp, value, contract.sources[name], arg_node, "SPMD403", f"argument `{name}` (the contract's in_src)"
+            )
+    if not contract.delivered:
+        return None
+    return TensorValue(SpmdType(contract.delivered), GradState.UNKNOWN, None)  # its weights decide the gradient
+
+
 def typed_state(receiver: Value, contract: MethodContract) -> None:
     """The module's parameters and buffers as its contract lays them out."""
     if not isinstance(receiver, InstanceValue):
@@ -342,6 +366,7 @@ class ConfigSlots:
     narrowed: dict[Slot, object] = _dc_field(default_factory=dict)  # slot -> the config class asserted for it
     modules: dict[int, tuple[InstanceValue, InstanceValue]] = _dc_field(default_factory=dict)  # config -> module
     builders: frozenset[str] | None = None
+    version: int = 0  # counts the contracts attached to slots: a call summarised before one attached is stale
 
 
 def _slots(interp: Interpreter) -> ConfigSlots:
@@ -544,6 +569,7 @@ def _attach_slot(interp: Interpreter, owner: InstanceValue, value: ContractValue
     if have is _AMBIGUOUS or have == value:
         return
     state.contracts[slot] = value if have is None else _AMBIGUOUS
+    state.version += 1
     # modules already checked with an object built from this slot: check their forward again
     for built in list(interp._instances.values()):
         if _holds(state, built, slot):
@@ -586,7 +612,9 @@ def build_module(interp: Interpreter, method: Value) -> Value | None:
         return None
     config = method.config
     module_cls = next((c.outer for c in config.cls.mro() if c.outer is not None), None)
-    if not isinstance(module_cls, ClassValue) or module_cls.lookup("forward") is None:
+    # a module whose `forward` a library base gives (torchtitan's `Linear(nn.Linear, Module)`) is built too:
+    # its calls go through its contract alone (`call_opaque_module`)
+    if not isinstance(module_cls, ClassValue):
         return None
     slot = _slots(interp).slot_of.get(id(config))
     if slot is None:
@@ -605,6 +633,18 @@ def build_module(interp: Interpreter, method: Value) -> Value | None:
 
         calls.call_function(interp, init, [(None, config, init.node)], init.node, receiver=module)
     return module
+
+
+def slot_key(interp: Interpreter, obj: InstanceValue) -> tuple[Slot, int] | None:
+    """What a call summary must know of an object beyond its attributes: the typed-field path of a config
+    object (or of a module built from one; two fields' configs build different modules), and how many
+    contracts had attached when it was used (a module called before its contract attached is called
+    again after). None: neither kind of object."""
+    state = _slots(interp)
+    slot = state.slot_of.get(id(obj))
+    if slot is None and id(obj) in state.built:
+        slot = state.built[id(obj)][1]
+    return (slot, state.version) if slot is not None else None
 
 
 def slot_contract(interp: Interpreter, module: InstanceValue) -> ContractValue | None:

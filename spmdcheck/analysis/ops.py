@@ -213,7 +213,8 @@ def _plain_axis(
     rank = shard_slot.value.rank if shard_slot is not None and isinstance(shard_slot.value, TensorValue) else None
     if rule.dims is not None and rule.dims.name == "keep" and shard is not None:
         shard = _agree(present, axis)
-    moved = shapes.move(rule, bound, shard, rank)
+    at_least = _least_rank(shard_slot.value.type) if shard_slot is not None and shard_slot.value is not None else 0
+    moved = shapes.move(rule, bound, shard, rank, at_least)
     site = None
     if any(pending):
         shadow = shadow_partial_check(ops, pending, rule.linearity)
@@ -226,6 +227,11 @@ def _plain_axis(
         # a local mean over a sharded dim sums to (axis size) x the global mean: remembered as such
         site = Site(interp.ctx.site(node), "mean" if rule.dims and rule.dims.name == "mean" else "reduction")
     return AxisType(Kind.V, shard=moved.shard if site is None else None, pending=site)
+
+
+def _least_rank(t: SpmdType) -> int:
+    """The rank a layout proves: a tensor sharded on dim d (or -d) on some axis has more than d dims."""
+    return max((a.shard + 1 if a.shard >= 0 else -a.shard for a in t.values() if a.shard is not None), default=0)
 
 
 def _agree(slots: list[Slot], axis: str) -> int | None:

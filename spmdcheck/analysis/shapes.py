@@ -32,30 +32,33 @@ def _ints(value: object) -> tuple[int, ...] | None:
     return None
 
 
-def _guess_rank(rank: int | None, shard: int | None, args: list[object]) -> int | None:
+def _guess_rank(rank: int | None, shard: int | None, args: list[object], at_least: int = 0) -> int | None:
     """An unknown rank, when a positive shard dim meets a negative dim argument (or the reverse): take 2.
 
     Otherwise the two cannot be compared and the layout would be dropped silently, which hid real bugs
     from the differential fuzzer (a sum over dim -1 of an S(1) activation). Activations and weights are
-    matrices far more often than anything else; `.T` makes the same assumption.
+    matrices far more often than anything else; `.T` makes the same assumption. `at_least` is the rank the
+    value's other shard dims prove (S(1) on one axis and S(2) on another: 3 or more), which rules the
+    guess out: torchtitan's per-head activations are S(1)/S(2) and rank 4.
     """
     if rank is not None or shard is None:
         return rank
     dims = [d for a in args for d in (_ints(a) or ())]
     if not any((d < 0) != (shard < 0) for d in dims):
         return None
-    needed = max([shard + 1 if shard >= 0 else -shard] + [d + 1 if d >= 0 else -d for d in dims])
+    needed = max([at_least, shard + 1 if shard >= 0 else -shard] + [d + 1 if d >= 0 else -d for d in dims])
     return 2 if needed <= 2 else None
 
 
-def move(rule: OpRule, bound: Bound, shard: int | None, rank: int | None) -> DimResult:
-    """The result's shard dim given the (first sharded) operand's shard dim and rank."""
+def move(rule: OpRule, bound: Bound, shard: int | None, rank: int | None, at_least: int = 0) -> DimResult:
+    """The result's shard dim given the (first sharded) operand's shard dim and rank (or, when the rank is
+    unknown, the least rank its layout on every axis proves: `at_least`)."""
     dims: DimsRule | None = rule.dims
     if dims is None:
         return DimResult(None, rank=None)
     name = dims.name
     args = [bound.literal(rule, p) for p in dims.params]
-    rank = _guess_rank(rank, shard, args)
+    rank = _guess_rank(rank, shard, args, at_least)
     if name == "keep":
         return DimResult(shard, rank=rank)
     if name == "t":
