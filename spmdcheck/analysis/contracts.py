@@ -28,6 +28,7 @@ from spmdcheck.analysis.values import (
     DictValue,
     FunctionValue,
     InstanceValue,
+    LayoutChoice,
     LayoutValue,
     LazyImport,
     Literal,
@@ -36,6 +37,7 @@ from spmdcheck.analysis.values import (
     TensorValue,
     TypeValue,
     Value,
+    layout_options,
 )
 from spmdcheck.lattice import AxisType, GradState, Kind, S, SpmdType
 from spmdcheck.rules.model import OpRule
@@ -103,7 +105,15 @@ def _spec_dict(spec: Value, node: cst.CSTNode) -> Value:
 
 
 def layout_axes(interp: Interpreter, value: Value | None) -> Axes | None:
-    """The axes a layout states (those of the mesh; a layout may name more): None when it cannot be read."""
+    """The axes a layout states (those of the mesh; a layout may name more): None when it cannot be read.
+    Of a choice of layouts: the axes on which every option states the same type (the others are unknown)."""
+    if isinstance(value, LayoutChoice):
+        each = [layout_axes(interp, option) for option in value.options]
+        if any(axes is None for axes in each):
+            return None
+        first = each[0]
+        agreed = {a: t for a, t in first.items() if all(other.get(a) == t for other in each[1:])}  # type: ignore[union-attr]
+        return agreed or None
     if value is None or (isinstance(value, Literal) and value.value is None):
         return None
     parts = value.parts if isinstance(value, LayoutValue) else (value,)
@@ -143,11 +153,14 @@ def check_written(interp: Interpreter, contract: ContractValue) -> None:
     src_axes = layout_axes(interp, out_src[0])
     if src_axes is None:
         return
-    dst_axes = layout_axes(interp, out_dst[0]) if out_dst is not None else None
-    if out_dst is not None and dst_axes is None and not (isinstance(out_dst[0], Literal) and out_dst[0].value is None):
-        return  # a destination the checker cannot read: it may reduce the sum
-    for axis, t in sorted(src_axes.items()):
-        if t.kind is Kind.P and (dst_axes is None or axis not in dst_axes):
+    # each layout the destination may be (a condition chooses it) must give the pending sum somewhere to go
+    for dst in layout_options(out_dst[0]) if out_dst is not None else (None,):
+        dst_axes = layout_axes(interp, dst)
+        if dst is not None and dst_axes is None and not (isinstance(dst, Literal) and dst.value is None):
+            continue  # a destination the checker cannot read: it may reduce the sum
+        pending = [a for a, t in src_axes.items() if t.kind is Kind.P]
+        unreduced = sorted(a for a in pending if dst_axes is None or a not in dst_axes)
+        for axis in unreduced:
             interp.report(
                 Finding(
                     "SPMD405",
@@ -157,8 +170,10 @@ def check_written(interp: Interpreter, contract: ContractValue) -> None:
                     severity="warning",
                 )
             )
-    if out_dst is not None and dst_axes is not None:
-        _check_pair(interp, coll, out_src[0], out_dst[0], out_dst[1], "output")
+        if unreduced:
+            break  # reported once, not once per layout the destination may be
+        if out_dst is not None and dst_axes is not None:
+            _check_pair(interp, coll, out_src[0], dst, out_dst[1], "output")
 
 
 def _check_pair(interp: Interpreter, coll, src: Value, dst: Value, node: cst.CSTNode | None, what: str) -> None:  # noqa: ANN001

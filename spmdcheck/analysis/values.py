@@ -195,6 +195,14 @@ class LayoutValue(Value):
 
 
 @dataclass(frozen=True)
+class LayoutChoice(Value):
+    """One of several layouts, chosen by a condition the checker cannot decide
+    (`dense_sequence_parallel_placement() if output_sp else dense_activation_placement(tp=I)`)."""
+
+    options: tuple[LayoutValue, ...]
+
+
+@dataclass(frozen=True)
 class ContractValue(Value):
     """A @module_contract object (`ShardingConfig(...)`): its fields by role, where it is written."""
 
@@ -359,7 +367,18 @@ def join(a: Value, b: Value, branch_ref: int | None = None) -> Value:
         return _widen([t for t, _ in merged])
     if isinstance(a, Seq) and isinstance(b, Seq) and len(a.items) == len(b.items):
         return Seq(tuple(join(x, y, branch_ref) for x, y in zip(a.items, b.items)), a.is_list)
+    if isinstance(a, (LayoutValue, LayoutChoice)) and isinstance(b, (LayoutValue, LayoutChoice)):
+        options: list[LayoutValue] = []
+        for layout in (*layout_options(a), *layout_options(b)):
+            if layout not in options:
+                options.append(layout)
+        return LayoutChoice(tuple(options)) if len(options) <= MAX_ALTERNATIVES else UNKNOWN
     return UNKNOWN
+
+
+def layout_options(value: Value) -> tuple[Value, ...]:
+    """The layouts a value may be: the options of a LayoutChoice, else the value itself."""
+    return value.options if isinstance(value, LayoutChoice) else (value,)
 
 
 MAX_ALTERNATIVES = 4
