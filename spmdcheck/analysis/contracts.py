@@ -282,10 +282,10 @@ def call_module(
         contract = for_forward(interp, module.cls, forward.node)
     if contract is None:
         return None
-    if from_slot is None:
-        # a field's module keeps its own state: its buffers (a RoPE cache) are often re-laid out inside local
-        # regions the checker reads less precisely than spmd_types, and a typed buffer there gives false errors
-        typed_state(module, contract)
+    # a field's module gets its parameters typed, not its buffers: torchtitan's RoPE cache, typed R by its
+    # contract, reaches `local_map(out_types={dp: S(0), ...})` returns (spmd_types 0.3.1 itself rejects that R
+    # there, so the cache cannot be typed so at run time by the path the checker follows)
+    typed_state(module, contract, parameters_only=from_slot is not None)
     names = [p.name.value for p in (*forward.node.params.posonly_params, *forward.node.params.params)][1:]
     routed: list[Arg] = []
     position = 0
@@ -304,6 +304,8 @@ def call_module(
             value = TensorValue(SpmdType(contract.params[name]), grad, rank)
         routed.append((keyword, value, arg_node))
     result = calls.call_function(interp, forward, routed, node, receiver=module)
+    if from_slot is not None and contract.returns:
+        calls.check_declared(interp, result, contract.returns, node, "SPMD402", "returned value (out_src)")
     if contract.delivered and (result is UNKNOWN or isinstance(result, TensorValue)):
         grad = result.grad if isinstance(result, TensorValue) else GradState.UNKNOWN
         return TensorValue(SpmdType(contract.delivered), grad, None)
@@ -334,12 +336,14 @@ def call_opaque_module(interp: Interpreter, module: InstanceValue, args: list[Ar
     return TensorValue(SpmdType(contract.delivered), GradState.UNKNOWN, None)  # its weights decide the gradient
 
 
-def typed_state(receiver: Value, contract: MethodContract) -> None:
-    """The module's parameters and buffers as its contract lays them out."""
+def typed_state(receiver: Value, contract: MethodContract, parameters_only: bool = False) -> None:
+    """The module's parameters and buffers (or only its parameters) as its contract lays them out."""
     if not isinstance(receiver, InstanceValue):
         return
     for name, axes in contract.state.items():
         have = receiver.attrs.get(name)
+        if parameters_only and not (isinstance(have, TensorValue) and have.grad is GradState.YES):
+            continue
         if have is None or have is UNKNOWN or (isinstance(have, TensorValue) and not have.typed):
             rank = have.rank if isinstance(have, TensorValue) else None
             receiver.attrs[name] = TensorValue(SpmdType(axes), GradState.UNKNOWN, rank, leaf=True)
