@@ -142,11 +142,21 @@ def check_written(interp: Interpreter, contract: ContractValue) -> None:
     conversion = registry.lookup(registry.resolve_alias(contract.rule.redistribute))
     coll = conversion.collective if conversion is not None else None
     src_in, dst_in = contract.get("in_src"), contract.get("in_dst")
-    if src_in is not None and dst_in is not None:
-        sources = named_layouts(src_in[0])
+    if dst_in is not None:
+        readable = src_in is None or isinstance(src_in[0], DictValue) or _is_none(src_in[0])
+        sources = named_layouts(src_in[0]) if src_in is not None else {}
         for name, dst in named_layouts(dst_in[0]).items():
             if name in sources:
                 _check_pair(interp, coll, sources[name], dst, dst_in[1], f"input `{name}`")
+            elif contract.rule.dst_needs_src and readable and not _names_unknown_keys(src_in):
+                interp.report(
+                    Finding(
+                        "SPMD406",
+                        dst_in[1] or contract.node,
+                        f"input `{name}` has a destination layout (in_dst) but no source layout (in_src): the "
+                        "module's wrapper cannot redistribute it and refuses the call",
+                    )
+                )
     out_src, out_dst = contract.get("out_src"), contract.get("out_dst")
     if out_src is None:
         return
@@ -174,6 +184,17 @@ def check_written(interp: Interpreter, contract: ContractValue) -> None:
             break  # reported once, not once per layout the destination may be
         if out_dst is not None and dst_axes is not None:
             _check_pair(interp, coll, out_src[0], dst, out_dst[1], "output")
+
+
+def _is_none(value: Value) -> bool:
+    return isinstance(value, Literal) and value.value is None
+
+
+def _names_unknown_keys(field: tuple[Value, object] | None) -> bool:
+    """Whether an in_src dict has a key the checker cannot read (it may name the input)."""
+    if field is None or not isinstance(field[0], DictValue):
+        return False
+    return any(not (isinstance(k, Literal) and isinstance(k.value, str)) for k, _, _ in field[0].items)
 
 
 def _check_pair(interp: Interpreter, coll, src: Value, dst: Value, node: cst.CSTNode | None, what: str) -> None:  # noqa: ANN001

@@ -124,6 +124,9 @@ class ContractRule:
     # methods of a module's nested config object that build the module (`cfg.build()`): the module built
     # carries the contract that reached that config object (a typed config field names which one)
     build: tuple[str, ...] = ()
+    # the wrapper refuses an input with an in_dst layout and no in_src one (torchtitan under spmd_types raises
+    # ValueError on the first call): such an input is reported where the contract is written
+    dst_needs_src: bool = False
 
 
 @dataclass
