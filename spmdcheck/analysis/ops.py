@@ -150,6 +150,8 @@ def apply_op(interp: Analysis, rule: OpRule, bound: Bound, node: cst.CSTNode) ->
             min_rank = 2  # their operands are taken to be matrices or batches of them (see _operand_rank)
         elif rule.dims is not None and rule.dims.name == "keep":
             min_rank = max((s.value.min_rank for s in tensors), default=0)  # type: ignore[union-attr]
+    if rule.untyped_is_unknown and not result_axes and tensors:
+        opaque = True  # `nn.Parameter(torch.empty(...))`: laid out later, by whoever parallelizes its module
     result = TensorValue(
         SpmdType(result_axes), grad, result_rank, opaque=opaque, min_rank=min_rank, leaf=rule.grad == "leaf"
     )

@@ -47,6 +47,38 @@ class PyNumber(Value):
 NUMBER = PyNumber()
 
 
+@dataclass(frozen=True, eq=False)
+class DimSize(PyNumber):
+    """`x.shape[i]`, `x.size(i)`: the size of dim `index` of one tensor value (identity matters: a view whose
+    sizes are its own input's keeps those dims, and so their shards). A number like any other elsewhere."""
+
+    tensor: TensorValue | None = None
+    index: int = 0
+    rank: int | None = None  # the tensor's rank, when the sizes were unpacked (`b, s, d = x.shape`: 3)
+
+
+@dataclass(frozen=True, eq=False)
+class ShapeValue(Value):
+    """`x.shape`, `x.size()`: the sizes of one tensor value's dims (indexed, sliced or unpacked: DimSizes)."""
+
+    tensor: TensorValue
+
+    def dims(self, count: int) -> Seq:
+        """Unpacked into `count` names: the tensor has `count` dims."""
+        return Seq(tuple(DimSize(self.tensor, i) for i in range(count)))
+
+    def slice(self, lower: int | None, upper: int | None) -> Value:
+        """`x.shape[lower:upper]` with constant bounds: the dims it names, when they can be counted."""
+        rank = self.tensor.rank
+        if rank is not None:
+            return Seq(tuple(DimSize(self.tensor, i) for i in range(rank)[lower:upper]))
+        if (lower is None or lower >= 0) and upper is not None and upper >= 0:
+            return Seq(tuple(DimSize(self.tensor, i) for i in range(lower or 0, upper)))
+        if lower is not None and lower < 0 and upper is None:
+            return Seq(tuple(DimSize(self.tensor, i) for i in range(lower, 0)))
+        return UNKNOWN
+
+
 # The axis of a collective over a process group the checker cannot name (`dist.new_group(ranks)`): no rank
 # condition is known to split it, so a condition around it is never reported.
 UNNAMED_GROUP = "<unnamed group>"

@@ -157,6 +157,10 @@ class OpRule:
     model_path: str | None = None  # a @model class/function: the stub file whose body the analysis interprets
     model_module: str | None = None  # ... and that stub's module name (for its relative imports)
     rank_of: bool = False  # returns the receiver tensor's rank (x.dim(), x.ndim): a constant when it is known
+    shape_of: bool = False  # returns the receiver tensor's sizes (x.shape, x.size()), or one of them (x.size(d))
+    # built from data of no SPMD type, the result's layout is unknown (not "no type"): an `nn.Parameter` made of
+    # `torch.empty(...)` gets its layout from the module's parallelization (a contract, an assert), not here
+    untyped_is_unknown: bool = False
     rank_axis: str | None = None  # ... only along this mesh axis (a rank within the tp group); None: every axis
     rank_group_param: str | None = None  # ... along the axis of the group (or mesh dim) this parameter names
     group_members_param: str | None = None  # returns the ranks of the group this parameter names
@@ -201,6 +205,7 @@ class OpRule:
             ("container", self.container_param is not None),
             ("sequential", self.sequential_param is not None),
             ("rank_of", self.rank_of),
+            ("shape_of", self.shape_of),
             ("group_members", self.group_members_param is not None),
             ("passthrough", self.passthrough),
             ("type_constant", self.const_type is not None),

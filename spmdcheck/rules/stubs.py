@@ -245,6 +245,10 @@ def _apply_decorator(rule: OpRule, name: str, args: list[object], kwargs: dict[s
         rule.opaque = True
     elif name == "rank_of":
         rule.rank_of = True
+    elif name == "shape_of":
+        rule.shape_of = True
+    elif name == "untyped_is_unknown":
+        rule.untyped_is_unknown = True
     elif name == "grad":
         rule.grad = str(args[0])
     elif name == "dims":
