@@ -7,7 +7,8 @@ dim, a wrong group, a wrong type) applied to a copy of one file from the
 real-code corpus cache (tests/realcode/corpus.py downloads it). The edited
 file is checked on its own, with torchtitan's mesh axes configured (checking
 the whole package takes about 20 s, so only seeds marked `package` do); a seed is *found* when an
-error or warning appears that the unmodified file does not have. The seeds
+error or warning appears that the unmodified file does not have (for a `package` seed: in any file
+of the package, since a wrong contract is caught by the assert it contradicts). The seeds
 are edits, not copies: this repository holds no torchtitan code.
 """
 
@@ -127,6 +128,14 @@ SEEDS = (
         "        out_src_shardings=dense_activation_placement(tp=spmd.P),\n",
         package=True,
     ),
+    Seed(
+        "vision colwise ShardingConfig: output declared sharded on dim 0 instead of the last (heads) dim",
+        "wrong-dim",
+        "models/common/vision_encoder_sharding.py",
+        "        out_src_shardings=SpmdLayout({DP: spmd.V, TP: spmd.S(-1)}),\n    )\n\n\ndef vision_scaled",
+        "        out_src_shardings=SpmdLayout({DP: spmd.V, TP: spmd.S(0)}),\n    )\n\n\ndef vision_scaled",
+        package=True,
+    ),
 )
 
 
@@ -150,7 +159,10 @@ def run_seed(seed: Seed, tree: pathlib.Path, mesh: tuple[str, ...]) -> tuple[boo
         before = _findings(checked, mesh, pathlib.Path(tmp))
         target.write_text(original.replace(seed.old, seed.new), encoding="utf-8")
         after = _findings(checked, mesh, pathlib.Path(tmp))
-    new = sorted(f"{code} {message}" for name, code, message in after - before if name == target.name)
+    # a package seed counts a new finding in any file: a wrong contract is caught by the assert it contradicts
+    new = sorted(
+        f"{name}: {code} {message}" for name, code, message in after - before if seed.package or name == target.name
+    )
     return bool(new), new
 
 

@@ -46,6 +46,8 @@ __all__ = [
     "opaque",
     "rank_dependent",
     "rank_of",
+    "shape_of",
+    "untyped_is_unknown",
     "grad",
     "dims",
     "inplace",
@@ -127,6 +129,8 @@ def rank_dependent(*args: Any, **_kwargs: Any) -> Any:
 
 
 rank_of = _identity
+shape_of = _identity
+untyped_is_unknown = _identity
 
 # Parametrised stub decorators: all are no-ops at run time.
 divisor = _factory

@@ -25,6 +25,7 @@ class Bound:
     """Arguments by parameter name (a variadic parameter holds a list)."""
 
     values: dict[str, list[tuple[Value, cst.BaseExpression]]]
+    starred: bool = False  # a `*args` the checker could not expand: the variadic parameter's list is partial
 
     def get(self, name: str) -> Value | None:
         items = self.values.get(name)
@@ -59,6 +60,7 @@ def bind(rule: OpRule, args: list[Arg]) -> Bound:
     positional = [p for p in rule.params if p.positional and not p.variadic]
     variadic = next((p for p in rule.params if p.variadic), None)
     i = 0
+    starred = False
     for keyword, value, node in args:
         if keyword is None:
             if i < len(positional):
@@ -68,11 +70,12 @@ def bind(rule: OpRule, args: list[Arg]) -> Bound:
                 values.setdefault(variadic.name, []).append((value, node))
             continue
         if keyword == "*":
+            starred = True
             continue
         param = rule.param(keyword)
         if param is not None and param.keyword:
             values.setdefault(keyword, []).append((value, node))
-    return Bound(values)
+    return Bound(values, starred)
 
 
 @dataclass

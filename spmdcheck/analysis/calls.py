@@ -23,6 +23,7 @@ from spmdcheck.analysis.values import (
     ClassValue,
     ContextValue,
     DictValue,
+    DimSize,
     FunctionValue,
     Homogeneous,
     InstanceValue,
@@ -35,6 +36,7 @@ from spmdcheck.analysis.values import (
     PyNumber,
     RankValue,
     Seq,
+    ShapeValue,
     SuperValue,
     TensorValue,
     TrustedForward,
@@ -43,7 +45,7 @@ from spmdcheck.analysis.values import (
     carries_types,
     join,
 )
-from spmdcheck.lattice import AxisType, GradState, Kind, Linearity, SpmdType
+from spmdcheck.lattice import AxisType, GradState, Kind, Linearity, Operand, SpmdType, infer_axis
 from spmdcheck.rules.model import OpRule, Param, ParamRole, Returns
 from spmdcheck.rules.typespec import TypeSpecError, parse_type_spec
 
@@ -130,7 +132,7 @@ def dispatch(interp: Interpreter, func: Value, args: list[Arg], node: cst.Call) 
             if routed is not None:
                 return routed  # a module contract: its wrapper redistributes the arguments and the output
             return call_function(interp, call, args, node, receiver=func)
-        return UNKNOWN
+        return contracts.call_opaque_module(interp, func, args) or UNKNOWN
     if isinstance(func, BuiltinValue) and func.name == "super":
         owner, receiver = interp.frame.owner, _receiver_of(interp)
         if owner is not None and receiver is not None:
@@ -413,6 +415,8 @@ def getitem(interp: Interpreter, base: Value, node: cst.Subscript) -> Value:
         return UNKNOWN
     if isinstance(base, Homogeneous):
         return base.item
+    if isinstance(base, ShapeValue) and len(node.slice) == 1:
+        return _shape_item(interp, base, node.slice[0].slice, index_values[0])
     if isinstance(base, DictValue) and len(index_values) == 1 and isinstance(index_values[0], Literal):
         # a dict with constant keys (an nn.ModuleDict of layers, a config dict)
         return next((v for k, v, _ in base.items if k == index_values[0]), UNKNOWN)
@@ -420,6 +424,19 @@ def getitem(interp: Interpreter, base: Value, node: cst.Subscript) -> Value:
         name = index_values[0].value
         if isinstance(name, str):
             return MeshValue((name,))
+    return UNKNOWN
+
+
+def _shape_item(interp: Interpreter, shape: ShapeValue, index: cst.BaseSlice, value: Value) -> Value:
+    """`x.shape[i]` (one dim's size) and `x.shape[a:b]` with constant bounds (those dims' sizes)."""
+    if isinstance(index, cst.Index):
+        if isinstance(value, Literal) and isinstance(value.value, int) and not isinstance(value.value, bool):
+            return DimSize(shape.tensor, value.value)
+        return NUMBER
+    if isinstance(index, cst.Slice) and index.step is None:
+        bounds = [interp.eval(part) if part is not None else Literal(None) for part in (index.lower, index.upper)]
+        if all(isinstance(b, Literal) and (b.value is None or type(b.value) is int) for b in bounds):
+            return shape.slice(bounds[0].value, bounds[1].value)  # type: ignore[union-attr]
     return UNKNOWN
 
 
@@ -500,7 +517,12 @@ def setitem(interp: Interpreter, target: cst.Subscript, value: Value, value_node
     axes: dict[str, AxisType] = {}
     for axis in sorted(set(base.type) & set(value.type)):
         old, new = base.type[axis], value.type[axis]
-        axes[axis] = old if old.kind is new.kind else new
+        # the tensor holds both its old values and the written ones: combined as operands, it keeps its type
+        # when that is what they infer to (replicated data written into a varying buffer leaves it varying)
+        kept = old.kind is new.kind or infer_axis(
+            [Operand(old.kind, base.grad), Operand(new.kind, value.grad)], Linearity.LINEAR
+        ) is old.kind
+        axes[axis] = old if kept else new
     for axis in set(base.type) - set(value.type):
         axes[axis] = base.type[axis]
     merged = TensorValue(SpmdType(axes), GradState.join([base.grad, value.grad]), base.rank)
@@ -868,7 +890,7 @@ def _instances_of(args: list[Arg], receiver: Value | None) -> list[tuple[int, In
 
 def _summary_key(interp: Interpreter, func: FunctionValue, args: list[Arg], receiver: Value | None) -> tuple | None:
     def abstract(value: Value) -> object:
-        return value.snapshot() if isinstance(value, InstanceValue) else value
+        return (value.snapshot(), contracts.slot_key(interp, value)) if isinstance(value, InstanceValue) else value
 
     try:
         key = (

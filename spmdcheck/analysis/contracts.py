@@ -28,6 +28,7 @@ from spmdcheck.analysis.values import (
     DictValue,
     FunctionValue,
     InstanceValue,
+    LayoutChoice,
     LayoutValue,
     LazyImport,
     Literal,
@@ -36,6 +37,7 @@ from spmdcheck.analysis.values import (
     TensorValue,
     TypeValue,
     Value,
+    layout_options,
 )
 from spmdcheck.lattice import AxisType, GradState, Kind, S, SpmdType
 from spmdcheck.rules.model import OpRule
@@ -103,7 +105,15 @@ def _spec_dict(spec: Value, node: cst.CSTNode) -> Value:
 
 
 def layout_axes(interp: Interpreter, value: Value | None) -> Axes | None:
-    """The axes a layout states (those of the mesh; a layout may name more): None when it cannot be read."""
+    """The axes a layout states (those of the mesh; a layout may name more): None when it cannot be read.
+    Of a choice of layouts: the axes on which every option states the same type (the others are unknown)."""
+    if isinstance(value, LayoutChoice):
+        each = [layout_axes(interp, option) for option in value.options]
+        if any(axes is None for axes in each):
+            return None
+        first = each[0]
+        agreed = {a: t for a, t in first.items() if all(other.get(a) == t for other in each[1:])}  # type: ignore[union-attr]
+        return agreed or None
     if value is None or (isinstance(value, Literal) and value.value is None):
         return None
     parts = value.parts if isinstance(value, LayoutValue) else (value,)
@@ -132,22 +142,35 @@ def check_written(interp: Interpreter, contract: ContractValue) -> None:
     conversion = registry.lookup(registry.resolve_alias(contract.rule.redistribute))
     coll = conversion.collective if conversion is not None else None
     src_in, dst_in = contract.get("in_src"), contract.get("in_dst")
-    if src_in is not None and dst_in is not None:
-        sources = named_layouts(src_in[0])
+    if dst_in is not None:
+        readable = src_in is None or isinstance(src_in[0], DictValue) or _is_none(src_in[0])
+        sources = named_layouts(src_in[0]) if src_in is not None else {}
         for name, dst in named_layouts(dst_in[0]).items():
             if name in sources:
                 _check_pair(interp, coll, sources[name], dst, dst_in[1], f"input `{name}`")
+            elif contract.rule.dst_needs_src and readable and not _names_unknown_keys(src_in):
+                interp.report(
+                    Finding(
+                        "SPMD406",
+                        dst_in[1] or contract.node,
+                        f"input `{name}` has a destination layout (in_dst) but no source layout (in_src): the "
+                        "module's wrapper cannot redistribute it and refuses the call",
+                    )
+                )
     out_src, out_dst = contract.get("out_src"), contract.get("out_dst")
     if out_src is None:
         return
     src_axes = layout_axes(interp, out_src[0])
     if src_axes is None:
         return
-    dst_axes = layout_axes(interp, out_dst[0]) if out_dst is not None else None
-    if out_dst is not None and dst_axes is None and not (isinstance(out_dst[0], Literal) and out_dst[0].value is None):
-        return  # a destination the checker cannot read: it may reduce the sum
-    for axis, t in sorted(src_axes.items()):
-        if t.kind is Kind.P and (dst_axes is None or axis not in dst_axes):
+    # each layout the destination may be (a condition chooses it) must give the pending sum somewhere to go
+    for dst in layout_options(out_dst[0]) if out_dst is not None else (None,):
+        dst_axes = layout_axes(interp, dst)
+        if dst is not None and dst_axes is None and not (isinstance(dst, Literal) and dst.value is None):
+            continue  # a destination the checker cannot read: it may reduce the sum
+        pending = [a for a, t in src_axes.items() if t.kind is Kind.P]
+        unreduced = sorted(a for a in pending if dst_axes is None or a not in dst_axes)
+        for axis in unreduced:
             interp.report(
                 Finding(
                     "SPMD405",
@@ -157,8 +180,21 @@ def check_written(interp: Interpreter, contract: ContractValue) -> None:
                     severity="warning",
                 )
             )
-    if out_dst is not None and dst_axes is not None:
-        _check_pair(interp, coll, out_src[0], out_dst[0], out_dst[1], "output")
+        if unreduced:
+            break  # reported once, not once per layout the destination may be
+        if out_dst is not None and dst_axes is not None:
+            _check_pair(interp, coll, out_src[0], dst, out_dst[1], "output")
+
+
+def _is_none(value: Value) -> bool:
+    return isinstance(value, Literal) and value.value is None
+
+
+def _names_unknown_keys(field: tuple[Value, object] | None) -> bool:
+    """Whether an in_src dict has a key the checker cannot read (it may name the input)."""
+    if field is None or not isinstance(field[0], DictValue):
+        return False
+    return any(not (isinstance(k, Literal) and isinstance(k.value, str)) for k, _, _ in field[0].items)
 
 
 def _check_pair(interp: Interpreter, coll, src: Value, dst: Value, node: cst.CSTNode | None, what: str) -> None:  # noqa: ANN001
@@ -267,10 +303,10 @@ def call_module(
         contract = for_forward(interp, module.cls, forward.node)
     if contract is None:
         return None
-    if from_slot is None:
-        # a field's module keeps its own state: its buffers (a RoPE cache) are often re-laid out inside local
-        # regions the checker reads less precisely than spmd_types, and a typed buffer there gives false errors
-        typed_state(module, contract)
+    # a field's module gets its parameters typed, not its buffers: torchtitan's RoPE cache, typed R by its
+    # contract, reaches `local_map(out_types={dp: S(0), ...})` returns (spmd_types 0.3.1 itself rejects that R
+    # there, so the cache cannot be typed so at run time by the path the checker follows)
+    typed_state(module, contract, parameters_only=from_slot is not None)
     names = [p.name.value for p in (*forward.node.params.posonly_params, *forward.node.params.params)][1:]
     routed: list[Arg] = []
     position = 0
@@ -289,18 +325,46 @@ def call_module(
             value = TensorValue(SpmdType(contract.params[name]), grad, rank)
         routed.append((keyword, value, arg_node))
     result = calls.call_function(interp, forward, routed, node, receiver=module)
+    if from_slot is not None and contract.returns:
+        calls.check_declared(interp, result, contract.returns, node, "SPMD402", "returned value (out_src)")
     if contract.delivered and (result is UNKNOWN or isinstance(result, TensorValue)):
         grad = result.grad if isinstance(result, TensorValue) else GradState.UNKNOWN
         return TensorValue(SpmdType(contract.delivered), grad, None)
     return result
 
 
-def typed_state(receiver: Value, contract: MethodContract) -> None:
-    """The module's parameters and buffers as its contract lays them out."""
+def call_opaque_module(interp: Interpreter, module: InstanceValue, args: list[Arg]) -> Value | None:
+    """A call of a module built from a typed config field whose `forward` the checked code does not define
+    (it comes from a library base: `class Linear(nn.Linear, Module)`): its contract alone says what it takes
+    and gives. The arguments are checked against in_src (by keyword, or the only positional argument when
+    in_src names one input), the caller gets out_dst (else out_src). None: no contract reached the module."""
+    from spmdcheck.analysis import spmd_api
+
+    found = slot_contract(interp, module)
+    if found is None:
+        return None
+    contract = method_contract(interp, found)
+    positional = [a for a in args if a[0] is None]
+    only = next(iter(contract.sources)) if len(contract.sources) == 1 and len(positional) == 1 else None
+    for keyword, value, arg_node in args:
+        name = keyword if keyword not in (None, "*") else only
+        if isinstance(value, TensorValue) and name in contract.sources:
+            spmd_api.refine(
+                interp, value, contract.sources[name], arg_node, "SPMD403", f"argument `{name}` (the contract's in_src)"
+            )
+    if not contract.delivered:
+        return None
+    return TensorValue(SpmdType(contract.delivered), GradState.UNKNOWN, None)  # its weights decide the gradient
+
+
+def typed_state(receiver: Value, contract: MethodContract, parameters_only: bool = False) -> None:
+    """The module's parameters and buffers (or only its parameters) as its contract lays them out."""
     if not isinstance(receiver, InstanceValue):
         return
     for name, axes in contract.state.items():
         have = receiver.attrs.get(name)
+        if parameters_only and not (isinstance(have, TensorValue) and have.grad is GradState.YES):
+            continue
         if have is None or have is UNKNOWN or (isinstance(have, TensorValue) and not have.typed):
             rank = have.rank if isinstance(have, TensorValue) else None
             receiver.attrs[name] = TensorValue(SpmdType(axes), GradState.UNKNOWN, rank, leaf=True)
@@ -342,6 +406,7 @@ class ConfigSlots:
     narrowed: dict[Slot, object] = _dc_field(default_factory=dict)  # slot -> the config class asserted for it
     modules: dict[int, tuple[InstanceValue, InstanceValue]] = _dc_field(default_factory=dict)  # config -> module
     builders: frozenset[str] | None = None
+    version: int = 0  # counts the contracts attached to slots: a call summarised before one attached is stale
 
 
 def _slots(interp: Interpreter) -> ConfigSlots:
@@ -544,6 +609,7 @@ def _attach_slot(interp: Interpreter, owner: InstanceValue, value: ContractValue
     if have is _AMBIGUOUS or have == value:
         return
     state.contracts[slot] = value if have is None else _AMBIGUOUS
+    state.version += 1
     # modules already checked with an object built from this slot: check their forward again
     for built in list(interp._instances.values()):
         if _holds(state, built, slot):
@@ -586,7 +652,9 @@ def build_module(interp: Interpreter, method: Value) -> Value | None:
         return None
     config = method.config
     module_cls = next((c.outer for c in config.cls.mro() if c.outer is not None), None)
-    if not isinstance(module_cls, ClassValue) or module_cls.lookup("forward") is None:
+    # a module whose `forward` a library base gives (torchtitan's `Linear(nn.Linear, Module)`) is built too:
+    # its calls go through its contract alone (`call_opaque_module`)
+    if not isinstance(module_cls, ClassValue):
         return None
     slot = _slots(interp).slot_of.get(id(config))
     if slot is None:
@@ -605,6 +673,18 @@ def build_module(interp: Interpreter, method: Value) -> Value | None:
 
         calls.call_function(interp, init, [(None, config, init.node)], init.node, receiver=module)
     return module
+
+
+def slot_key(interp: Interpreter, obj: InstanceValue) -> tuple[Slot, int] | None:
+    """What a call summary must know of an object beyond its attributes: the typed-field path of a config
+    object (or of a module built from one; two fields' configs build different modules), and how many
+    contracts had attached when it was used (a module called before its contract attached is called
+    again after). None: neither kind of object."""
+    state = _slots(interp)
+    slot = state.slot_of.get(id(obj))
+    if slot is None and id(obj) in state.built:
+        slot = state.built[id(obj)][1]
+    return (slot, state.version) if slot is not None else None
 
 
 def slot_contract(interp: Interpreter, module: InstanceValue) -> ContractValue | None:

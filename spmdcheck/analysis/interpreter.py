@@ -28,6 +28,7 @@ from spmdcheck.analysis.values import (
     ContextValue,
     ContractValue,
     DictValue,
+    DimSize,
     FunctionValue,
     Homogeneous,
     InstanceValue,
@@ -42,6 +43,7 @@ from spmdcheck.analysis.values import (
     PyNumber,
     RankValue,
     Seq,
+    ShapeValue,
     SuperValue,
     TensorValue,
     TrustedForward,
@@ -846,7 +848,8 @@ class Interpreter:
             self.frame.rebound.add(target.value)
             self.ctx.bound(target.value, value, target)
         elif kind is cst.Tuple or kind is cst.List:
-            items = _unpack(value, len(target.elements))
+            star = next((i for i, e in enumerate(target.elements) if type(e) is cst.StarredElement), None)
+            items = _unpack(value, len(target.elements), star)
             for element, item in zip(target.elements, items):
                 inner = element.value
                 if type(element) is cst.StarredElement:
@@ -1479,7 +1482,13 @@ def _target_key(node: cst.CSTNode | None) -> str | None:
     return None
 
 
-def _unpack(value: Value, n: int) -> list[Value]:
+def _unpack(value: Value, n: int, star: int | None = None) -> list[Value]:
+    """`n` targets from one value; `star`: the position of a starred target (which gets what is left)."""
+    if isinstance(value, ShapeValue):
+        # `b, s, _ = x.shape`: dims counted from the front before a starred name, from the end after it
+        cut = n if star is None else star
+        rank = n if star is None else None
+        return [DimSize(value.tensor, i if i < cut else i - n, rank) for i in range(n)]
     if isinstance(value, Seq) and len(value.items) == n:
         return list(value.items)
     if isinstance(value, Homogeneous):

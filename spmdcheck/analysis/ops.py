@@ -150,6 +150,8 @@ def apply_op(interp: Analysis, rule: OpRule, bound: Bound, node: cst.CSTNode) ->
             min_rank = 2  # their operands are taken to be matrices or batches of them (see _operand_rank)
         elif rule.dims is not None and rule.dims.name == "keep":
             min_rank = max((s.value.min_rank for s in tensors), default=0)  # type: ignore[union-attr]
+    if rule.untyped_is_unknown and not result_axes and tensors:
+        opaque = True  # `nn.Parameter(torch.empty(...))`: laid out later, by whoever parallelizes its module
     result = TensorValue(
         SpmdType(result_axes), grad, result_rank, opaque=opaque, min_rank=min_rank, leaf=rule.grad == "leaf"
     )
@@ -213,7 +215,8 @@ def _plain_axis(
     rank = shard_slot.value.rank if shard_slot is not None and isinstance(shard_slot.value, TensorValue) else None
     if rule.dims is not None and rule.dims.name == "keep" and shard is not None:
         shard = _agree(present, axis)
-    moved = shapes.move(rule, bound, shard, rank)
+    at_least = _least_rank(shard_slot.value.type) if shard_slot is not None and shard_slot.value is not None else 0
+    moved = shapes.move(rule, bound, shard, rank, at_least)
     site = None
     if any(pending):
         shadow = shadow_partial_check(ops, pending, rule.linearity)
@@ -226,6 +229,11 @@ def _plain_axis(
         # a local mean over a sharded dim sums to (axis size) x the global mean: remembered as such
         site = Site(interp.ctx.site(node), "mean" if rule.dims and rule.dims.name == "mean" else "reduction")
     return AxisType(Kind.V, shard=moved.shard if site is None else None, pending=site)
+
+
+def _least_rank(t: SpmdType) -> int:
+    """The rank a layout proves: a tensor sharded on dim d (or -d) on some axis has more than d dims."""
+    return max((a.shard + 1 if a.shard >= 0 else -a.shard for a in t.values() if a.shard is not None), default=0)
 
 
 def _agree(slots: list[Slot], axis: str) -> int | None:

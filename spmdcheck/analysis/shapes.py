@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from spmdcheck.analysis.binding import NOT_LITERAL, Bound
-from spmdcheck.analysis.values import Literal
+from spmdcheck.analysis.values import DimSize, Literal, Seq, TensorValue, Unknown, Value
 from spmdcheck.rules.model import DimsRule, OpRule
 
 
@@ -32,30 +32,33 @@ def _ints(value: object) -> tuple[int, ...] | None:
     return None
 
 
-def _guess_rank(rank: int | None, shard: int | None, args: list[object]) -> int | None:
+def _guess_rank(rank: int | None, shard: int | None, args: list[object], at_least: int = 0) -> int | None:
     """An unknown rank, when a positive shard dim meets a negative dim argument (or the reverse): take 2.
 
     Otherwise the two cannot be compared and the layout would be dropped silently, which hid real bugs
     from the differential fuzzer (a sum over dim -1 of an S(1) activation). Activations and weights are
-    matrices far more often than anything else; `.T` makes the same assumption.
+    matrices far more often than anything else; `.T` makes the same assumption. `at_least` is the rank the
+    value's other shard dims prove (S(1) on one axis and S(2) on another: 3 or more), which rules the
+    guess out: torchtitan's per-head activations are S(1)/S(2) and rank 4.
     """
     if rank is not None or shard is None:
         return rank
     dims = [d for a in args for d in (_ints(a) or ())]
     if not any((d < 0) != (shard < 0) for d in dims):
         return None
-    needed = max([shard + 1 if shard >= 0 else -shard] + [d + 1 if d >= 0 else -d for d in dims])
+    needed = max([at_least, shard + 1 if shard >= 0 else -shard] + [d + 1 if d >= 0 else -d for d in dims])
     return 2 if needed <= 2 else None
 
 
-def move(rule: OpRule, bound: Bound, shard: int | None, rank: int | None) -> DimResult:
-    """The result's shard dim given the (first sharded) operand's shard dim and rank."""
+def move(rule: OpRule, bound: Bound, shard: int | None, rank: int | None, at_least: int = 0) -> DimResult:
+    """The result's shard dim given the (first sharded) operand's shard dim and rank (or, when the rank is
+    unknown, the least rank its layout on every axis proves: `at_least`)."""
     dims: DimsRule | None = rule.dims
     if dims is None:
         return DimResult(None, rank=None)
     name = dims.name
     args = [bound.literal(rule, p) for p in dims.params]
-    rank = _guess_rank(rank, shard, args)
+    rank = _guess_rank(rank, shard, args, at_least)
     if name == "keep":
         return DimResult(shard, rank=rank)
     if name == "t":
@@ -195,6 +198,8 @@ def move(rule: OpRule, bound: Bound, shard: int | None, rank: int | None) -> Dim
         return DimResult(None, rank=new_rank)
     if name == "unflatten":
         return _unflatten(rule, bound, dims, shard, rank)
+    if name == "reshape":
+        return _reshape(rule, bound, dims, shard, rank)
     if name == "pad":
         return _pad(rule, bound, dims, shard, rank)
     if name == "flatten":
@@ -243,6 +248,63 @@ def _unflatten(rule: OpRule, bound: Bound, dims: DimsRule, shard: int | None, ra
     if shard == d[0]:
         return DimResult(shard - (n - 1) if outer_inferred else None, rank=new_rank)
     return DimResult(shard if shard > d[0] else shard - (n - 1), rank=new_rank)
+
+
+def _reshape(rule: OpRule, bound: Bound, dims: DimsRule, shard: int | None, rank: int | None) -> DimResult:
+    """`x.view(*sizes)` / `x.reshape(sizes)`. Sizes that are the input's own (`x.shape[0]`, `b, s, _ = x.shape`)
+    keep their dims: a leading run of them keeps the dims in front, a trailing run the dims at the end, and a
+    shard there stays. A shard on the first dim after the leading run moves to the first new dim when that one
+    is inferred (`-1`) and every other new size there is the same on each rank: each rank's block of the
+    outermost dim of the reshaped region is a block of the new outermost dim (`t.view(t.shape[0],
+    t.shape[1], -1, head_dim)` splits the heads of an S(2) activation). Anything else: an unknown shard dim."""
+    if not dims.params or bound.starred:
+        return DimResult(None)
+    sizes: list[Value] = [v for v, _ in bound.all(dims.params[0])]
+    if len(sizes) == 1 and isinstance(sizes[0], Seq):
+        sizes = list(sizes[0].items)
+    n = len(sizes)
+    source = bound.get(rule.params[0].name) if rule.params else None
+    if not sizes or shard is None or not isinstance(source, TensorValue):
+        return DimResult(None, rank=n or None)
+    if rank is None:  # `b, s, _ = x.shape` said how many dims x has
+        rank = next((v.rank for v in sizes if isinstance(v, DimSize) and v.tensor is source and v.rank), None)
+
+    def own(item: Value, front: int, back: int) -> bool:
+        """`item` is the size of the input's dim `front` (counted from the front) / `back` (from the end)."""
+        if not (isinstance(item, DimSize) and item.tensor is source):
+            return False
+        return item.index in (front, back) or (rank is not None and _norm(item.index, rank) == _norm(front, rank))
+
+    lead = 0
+    while lead < n and own(sizes[lead], lead, lead - rank if rank is not None else lead):
+        lead += 1
+    trail = 0
+    while trail < n - lead:
+        back = -1 - trail
+        if not own(sizes[n - 1 - trail], rank + back if rank is not None else back, back):
+            break
+        trail += 1
+    s = _norm(shard, rank) if rank is not None else (shard if shard >= 0 else None)
+    if s is not None and s < lead:
+        return DimResult(s, rank=n)
+    from_end = shard if shard < 0 else (shard - rank if rank is not None else None)
+    if from_end is not None and -from_end <= trail:
+        return DimResult(n + from_end, rank=n)
+    region = sizes[lead : n - trail]
+    inferred = bool(region) and isinstance(region[0], Literal) and region[0].value == -1
+    if s == lead and inferred and all(_same_on_every_rank(v, source, s) for v in region[1:]):
+        return DimResult(lead, rank=n)
+    return DimResult(None, rank=n)
+
+
+def _same_on_every_rank(size: Value, source: TensorValue, shard: int) -> bool:
+    """A size no rank computes differently: a constant, an unsharded dim of the input, or a value the checker
+    does not know (a parameter: `head_dim`). A number computed here (maybe from the sharded dim) is not."""
+    if isinstance(size, DimSize):
+        return size.tensor is source and size.index != shard
+    if isinstance(size, Literal):
+        return isinstance(size.value, int) and size.value > 0
+    return isinstance(size, Unknown)
 
 
 def _pad(rule: OpRule, bound: Bound, dims: DimsRule, shard: int | None, rank: int | None) -> DimResult:

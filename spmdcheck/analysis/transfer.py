@@ -26,6 +26,7 @@ from spmdcheck.analysis.values import (
     Chain,
     ContextValue,
     DictValue,
+    DimSize,
     GroupValue,
     Homogeneous,
     Literal,
@@ -33,6 +34,7 @@ from spmdcheck.analysis.values import (
     MeshValue,
     RankValue,
     Seq,
+    ShapeValue,
     TensorValue,
     Value,
 )
@@ -93,6 +95,20 @@ def _rank_of(a: Analysis, rule: OpRule, bound: Bound, args: list[Arg], node: cst
     receiver = bound.get(rule.params[0].name) if rule.params else None
     if isinstance(receiver, TensorValue) and receiver.rank is not None:
         return Literal(receiver.rank)
+    return _passthrough(a, rule, bound, args, node)
+
+
+def _shape_of(a: Analysis, rule: OpRule, bound: Bound, args: list[Arg], node: cst.CSTNode) -> Value:
+    """`x.shape`, `x.size()`: the tensor's sizes; `x.size(d)` with a constant `d`: the size of that dim."""
+    receiver = bound.get(rule.params[0].name) if rule.params else None
+    if not isinstance(receiver, TensorValue):
+        return _passthrough(a, rule, bound, args, node)
+    dims = [p for p in rule.params[1:] if p.positional]
+    dim = bound.get(dims[0].name) if dims else None
+    if dim is None:
+        return ShapeValue(receiver)
+    if isinstance(dim, Literal) and isinstance(dim.value, int) and not isinstance(dim.value, bool):
+        return DimSize(receiver, dim.value)
     return _passthrough(a, rule, bound, args, node)
 
 
@@ -173,6 +189,7 @@ TRANSFER: dict[str, Transfer] = {
     "container": _container,
     "sequential": _sequential,
     "rank_of": _rank_of,
+    "shape_of": _shape_of,
     "group_members": _group_members,
     "passthrough": _passthrough,
     "type_constant": _type_constant,

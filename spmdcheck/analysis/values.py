@@ -47,6 +47,38 @@ class PyNumber(Value):
 NUMBER = PyNumber()
 
 
+@dataclass(frozen=True, eq=False)
+class DimSize(PyNumber):
+    """`x.shape[i]`, `x.size(i)`: the size of dim `index` of one tensor value (identity matters: a view whose
+    sizes are its own input's keeps those dims, and so their shards). A number like any other elsewhere."""
+
+    tensor: TensorValue | None = None
+    index: int = 0
+    rank: int | None = None  # the tensor's rank, when the sizes were unpacked (`b, s, d = x.shape`: 3)
+
+
+@dataclass(frozen=True, eq=False)
+class ShapeValue(Value):
+    """`x.shape`, `x.size()`: the sizes of one tensor value's dims (indexed, sliced or unpacked: DimSizes)."""
+
+    tensor: TensorValue
+
+    def dims(self, count: int) -> Seq:
+        """Unpacked into `count` names: the tensor has `count` dims."""
+        return Seq(tuple(DimSize(self.tensor, i) for i in range(count)))
+
+    def slice(self, lower: int | None, upper: int | None) -> Value:
+        """`x.shape[lower:upper]` with constant bounds: the dims it names, when they can be counted."""
+        rank = self.tensor.rank
+        if rank is not None:
+            return Seq(tuple(DimSize(self.tensor, i) for i in range(rank)[lower:upper]))
+        if (lower is None or lower >= 0) and upper is not None and upper >= 0:
+            return Seq(tuple(DimSize(self.tensor, i) for i in range(lower or 0, upper)))
+        if lower is not None and lower < 0 and upper is None:
+            return Seq(tuple(DimSize(self.tensor, i) for i in range(lower, 0)))
+        return UNKNOWN
+
+
 # The axis of a collective over a process group the checker cannot name (`dist.new_group(ranks)`): no rank
 # condition is known to split it, so a condition around it is never reported.
 UNNAMED_GROUP = "<unnamed group>"
@@ -192,6 +224,14 @@ class LayoutValue(Value):
 
     parts: tuple[Value, ...]  # an axis -> type dict, and a PartitionSpec read as {axis: S(i)}
     node: Any = field(default=None, compare=False, hash=False)
+
+
+@dataclass(frozen=True)
+class LayoutChoice(Value):
+    """One of several layouts, chosen by a condition the checker cannot decide
+    (`dense_sequence_parallel_placement() if output_sp else dense_activation_placement(tp=I)`)."""
+
+    options: tuple[LayoutValue, ...]
 
 
 @dataclass(frozen=True)
@@ -359,7 +399,18 @@ def join(a: Value, b: Value, branch_ref: int | None = None) -> Value:
         return _widen([t for t, _ in merged])
     if isinstance(a, Seq) and isinstance(b, Seq) and len(a.items) == len(b.items):
         return Seq(tuple(join(x, y, branch_ref) for x, y in zip(a.items, b.items)), a.is_list)
+    if isinstance(a, (LayoutValue, LayoutChoice)) and isinstance(b, (LayoutValue, LayoutChoice)):
+        options: list[LayoutValue] = []
+        for layout in (*layout_options(a), *layout_options(b)):
+            if layout not in options:
+                options.append(layout)
+        return LayoutChoice(tuple(options)) if len(options) <= MAX_ALTERNATIVES else UNKNOWN
     return UNKNOWN
+
+
+def layout_options(value: Value) -> tuple[Value, ...]:
+    """The layouts a value may be: the options of a LayoutChoice, else the value itself."""
+    return value.options if isinstance(value, LayoutChoice) else (value,)
 
 
 MAX_ALTERNATIVES = 4

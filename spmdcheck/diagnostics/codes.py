@@ -166,6 +166,13 @@ _ALL = [
         "warning",
         "A module contract declares its output a pending sum (Partial) and gives it no destination: nothing reduces it.",
     ),
+    Code(
+        "SPMD406",
+        "contract-input-without-source",
+        "error",
+        "A module contract gives an input a destination layout (in_dst) but no source layout (in_src): its wrapper "
+        "refuses the call.",
+    ),
     # 5xx: control flow
     Code(
         "SPMD501",

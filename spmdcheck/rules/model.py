@@ -124,6 +124,9 @@ class ContractRule:
     # methods of a module's nested config object that build the module (`cfg.build()`): the module built
     # carries the contract that reached that config object (a typed config field names which one)
     build: tuple[str, ...] = ()
+    # the wrapper refuses an input with an in_dst layout and no in_src one (torchtitan under spmd_types raises
+    # ValueError on the first call): such an input is reported where the contract is written
+    dst_needs_src: bool = False
 
 
 @dataclass
@@ -154,6 +157,10 @@ class OpRule:
     model_path: str | None = None  # a @model class/function: the stub file whose body the analysis interprets
     model_module: str | None = None  # ... and that stub's module name (for its relative imports)
     rank_of: bool = False  # returns the receiver tensor's rank (x.dim(), x.ndim): a constant when it is known
+    shape_of: bool = False  # returns the receiver tensor's sizes (x.shape, x.size()), or one of them (x.size(d))
+    # built from data of no SPMD type, the result's layout is unknown (not "no type"): an `nn.Parameter` made of
+    # `torch.empty(...)` gets its layout from the module's parallelization (a contract, an assert), not here
+    untyped_is_unknown: bool = False
     rank_axis: str | None = None  # ... only along this mesh axis (a rank within the tp group); None: every axis
     rank_group_param: str | None = None  # ... along the axis of the group (or mesh dim) this parameter names
     group_members_param: str | None = None  # returns the ranks of the group this parameter names
@@ -198,6 +205,7 @@ class OpRule:
             ("container", self.container_param is not None),
             ("sequential", self.sequential_param is not None),
             ("rank_of", self.rank_of),
+            ("shape_of", self.shape_of),
             ("group_members", self.group_members_param is not None),
             ("passthrough", self.passthrough),
             ("type_constant", self.const_type is not None),

@@ -245,6 +245,10 @@ def _apply_decorator(rule: OpRule, name: str, args: list[object], kwargs: dict[s
         rule.opaque = True
     elif name == "rank_of":
         rule.rank_of = True
+    elif name == "shape_of":
+        rule.shape_of = True
+    elif name == "untyped_is_unknown":
+        rule.untyped_is_unknown = True
     elif name == "grad":
         rule.grad = str(args[0])
     elif name == "dims":
@@ -489,6 +493,7 @@ def _class_rule(stmt: cst.ClassDef, cls: str, module: cst.Module, body: Sequence
                 attach=(attach,) if isinstance(attach, str) else tuple(str(a) for a in attach),  # type: ignore[union-attr]
                 redistribute=str(kwargs.get("redistribute", "spmd_types.redistribute")),
                 build=(builders,) if isinstance(builders, str) else tuple(str(b) for b in builders),  # type: ignore[union-attr]
+                dst_needs_src=bool(kwargs.get("dst_needs_src", False)),
                 **fields,  # type: ignore[arg-type]
             )
     if (rule.layout is not None or rule.contract is not None) and init is not None:

@@ -45,6 +45,7 @@ from spmdcheck.annotations import (
     opaque,
     passthrough,
     rank_of,
+    shape_of,
     spmd_api,
 )
 
@@ -190,7 +191,7 @@ def block_diag(*tensors: Tensor) -> Tensor: ...
 # ---------------------------------------------------------------------------
 
 @linear
-@dims("reshape")
+@dims("reshape", "shape")
 def reshape(input: Tensor, shape: Sequence[int]) -> Tensor: ...
 @linear
 @dims("flatten", "start_dim", "end_dim")
@@ -890,10 +891,10 @@ class Tensor:
 
     # ----- LINEAR: views / reshapes ------------------------------------
     @linear
-    @dims("reshape")
+    @dims("reshape", "shape")
     def reshape(self, *shape: Any) -> Tensor: ...
     @linear
-    @dims("reshape")
+    @dims("reshape", "shape")
     def view(self, *shape: Any) -> Tensor: ...
     @linear
     @dims("reshape")
@@ -1174,6 +1175,7 @@ class Tensor:
     ) -> None: ...
 
     # ----- Metadata (untyped Python values) -----------------------------
+    @shape_of
     @passthrough
     def size(self, dim: int | None = None) -> Size: ...
     @rank_of
@@ -1225,6 +1227,7 @@ class Tensor:
     @passthrough
     def __index__(self) -> int: ...
     @property
+    @shape_of
     @passthrough
     def shape(self) -> Size: ...
     @property

@@ -11,6 +11,10 @@ constructor field is which part of that contract; spmdcheck reads nothing else a
 that config's `sharding_config`: `build` below. With typed config fields (`w1: Linear.Config` in
 `FeedForward.Config`) and `self.w1 = config.w1.build()`, a contract set on `cfg.w1.sharding_config`
 reaches the `Linear` held as `self.w1`, and only that one.
+
+Under the spmd_types backend, `Module._redistribute_inputs` raises `ValueError` ("SPMD input
+redistribution requires explicit in_src_shardings") for a tensor input named in `in_dst_shardings` but
+not in `in_src_shardings`: `dst_needs_src` below.
 """
 
 from typing import Any
@@ -28,6 +32,7 @@ from torchtitan.distributed.parallel_dims import SpmdLayout as SpmdLayout
     out_dst="out_dst_shardings",
     redistribute="spmd_types.redistribute",
     build=("build",),
+    dst_needs_src=True,
 )
 class ShardingConfig:
     def __init__(
