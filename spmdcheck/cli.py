@@ -250,11 +250,12 @@ def _show_settings(resolver, args: argparse.Namespace, path: str) -> int:  # noq
 
 
 def _check(args: argparse.Namespace) -> int:
-    from spmdcheck.api import load_registry
+    from spmdcheck.api import defer_cycle_collection, load_registry
     from spmdcheck.config import ConfigError, ConfigResolver, valid_selector
     from spmdcheck.diagnostics.render import make
     from spmdcheck.discovery import discover
 
+    defer_cycle_collection()  # this process ends with the run
     status = EXIT_CLEAN
     paths = args.paths or ["."]
     for pattern in (*_split(args.select), *_split(args.extend_select), *_split(args.ignore)):
