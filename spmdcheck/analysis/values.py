@@ -64,10 +64,6 @@ class ShapeValue(Value):
 
     tensor: TensorValue
 
-    def dims(self, count: int) -> Seq:
-        """Unpacked into `count` names: the tensor has `count` dims."""
-        return Seq(tuple(DimSize(self.tensor, i) for i in range(count)))
-
     def slice(self, lower: int | None, upper: int | None) -> Value:
         """`x.shape[lower:upper]` with constant bounds: the dims it names, when they can be counted."""
         rank = self.tensor.rank
