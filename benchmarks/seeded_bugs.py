@@ -136,6 +136,13 @@ SEEDS = (
         "        out_src_shardings=SpmdLayout({DP: spmd.V, TP: spmd.S(0)}),\n    )\n\n\ndef vision_scaled",
         package=True,
     ),
+    Seed(
+        "dense FFN ShardingConfig: the input's source layout deleted (in_dst without in_src)",
+        "deleted-conversion",
+        "models/common/decoder_sharding.py",
+        '            in_src_shardings={"x": attn_x_layout},\n',
+        "",
+    ),
 )
 
 

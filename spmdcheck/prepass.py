@@ -98,6 +98,9 @@ _INERT_FIELDS = frozenset(
         "const_str",
         "model_module",
         "model_path",
+        # sizes are numbers (`x.shape`, `x.size(d)`), and a parameter of untyped data has no type either
+        "shape_of",
+        "untyped_is_unknown",
     }
 )
 # spmd_types API handlers that only read a type that is already there (backward checks the loss).

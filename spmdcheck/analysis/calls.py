@@ -889,8 +889,19 @@ def _instances_of(args: list[Arg], receiver: Value | None) -> list[tuple[int, In
 
 
 def _summary_key(interp: Interpreter, func: FunctionValue, args: list[Arg], receiver: Value | None) -> tuple | None:
+    passed = [receiver, *(v for _, v, _ in args)]
+
     def abstract(value: Value) -> object:
-        return (value.snapshot(), contracts.slot_key(interp, value)) if isinstance(value, InstanceValue) else value
+        if isinstance(value, InstanceValue):
+            return (value.snapshot(), contracts.slot_key(interp, value))
+        if isinstance(value, (DimSize, ShapeValue)):
+            # a size matters to the callee only as the size of a tensor it is given (a view of that tensor
+            # keeps the dim); any other size is just a number, and calls given one share their summary
+            owner = next((i for i, v in enumerate(passed) if v is value.tensor), None)
+            if owner is None:
+                return NUMBER if isinstance(value, DimSize) else UNKNOWN
+            return (type(value).__name__, owner, getattr(value, "index", None), getattr(value, "rank", None))
+        return value
 
     try:
         key = (

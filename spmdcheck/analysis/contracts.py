@@ -163,13 +163,13 @@ def check_written(interp: Interpreter, contract: ContractValue) -> None:
     src_axes = layout_axes(interp, out_src[0])
     if src_axes is None:
         return
+    pending = sorted(a for a, t in src_axes.items() if t.kind is Kind.P)
     # each layout the destination may be (a condition chooses it) must give the pending sum somewhere to go
     for dst in layout_options(out_dst[0]) if out_dst is not None else (None,):
         dst_axes = layout_axes(interp, dst)
-        if dst is not None and dst_axes is None and not (isinstance(dst, Literal) and dst.value is None):
+        if dst is not None and dst_axes is None and not _is_none(dst):
             continue  # a destination the checker cannot read: it may reduce the sum
-        pending = [a for a, t in src_axes.items() if t.kind is Kind.P]
-        unreduced = sorted(a for a in pending if dst_axes is None or a not in dst_axes)
+        unreduced = [a for a in pending if dst_axes is None or a not in dst_axes]
         for axis in unreduced:
             interp.report(
                 Finding(
@@ -294,7 +294,7 @@ def call_module(
     """`self.w2(h)` on a module with a contract, as its `parallelize` wrapper runs it: each argument must be
     its in_src layout (SPMD403 here), forward receives the in_dst layout, the caller gets out_dst. None: the
     module has no contract the checker knows."""
-    from spmdcheck.analysis import calls, spmd_api
+    from spmdcheck.analysis import calls
 
     from_slot = slot_contract(interp, module) if forward.node.name.value == "forward" else None
     if from_slot is not None:
@@ -315,10 +315,7 @@ def call_module(
         if keyword is None:
             name = names[position] if position < len(names) else None
             position += 1
-        if name in contract.sources and isinstance(value, TensorValue):
-            spmd_api.refine(
-                interp, value, contract.sources[name], arg_node, "SPMD403", f"argument `{name}` (the contract's in_src)"
-            )
+        _check_source(interp, contract, name, value, arg_node)
         if name in contract.params and (value is UNKNOWN or isinstance(value, TensorValue)):
             grad = value.grad if isinstance(value, TensorValue) else GradState.UNKNOWN
             rank = value.rank if isinstance(value, TensorValue) else None
@@ -338,7 +335,6 @@ def call_opaque_module(interp: Interpreter, module: InstanceValue, args: list[Ar
     (it comes from a library base: `class Linear(nn.Linear, Module)`): its contract alone says what it takes
     and gives. The arguments are checked against in_src (by keyword, or the only positional argument when
     in_src names one input), the caller gets out_dst (else out_src). None: no contract reached the module."""
-    from spmdcheck.analysis import spmd_api
 
     found = slot_contract(interp, module)
     if found is None:
@@ -347,14 +343,22 @@ def call_opaque_module(interp: Interpreter, module: InstanceValue, args: list[Ar
     positional = [a for a in args if a[0] is None]
     only = next(iter(contract.sources)) if len(contract.sources) == 1 and len(positional) == 1 else None
     for keyword, value, arg_node in args:
-        name = keyword if keyword not in (None, "*") else only
-        if isinstance(value, TensorValue) and name in contract.sources:
-            spmd_api.refine(
-                interp, value, contract.sources[name], arg_node, "SPMD403", f"argument `{name}` (the contract's in_src)"
-            )
+        _check_source(interp, contract, keyword if keyword not in (None, "*") else only, value, arg_node)
     if not contract.delivered:
         return None
     return TensorValue(SpmdType(contract.delivered), GradState.UNKNOWN, None)  # its weights decide the gradient
+
+
+def _check_source(
+    interp: Interpreter, contract: MethodContract, name: str | None, value: Value, node: cst.CSTNode
+) -> None:
+    """An argument the caller passes must be the contract's in_src layout for it (SPMD403 at the argument)."""
+    from spmdcheck.analysis import spmd_api
+
+    if name in contract.sources and isinstance(value, TensorValue):
+        spmd_api.refine(
+            interp, value, contract.sources[name], node, "SPMD403", f"argument `{name}` (the contract's in_src)"
+        )
 
 
 def typed_state(receiver: Value, contract: MethodContract, parameters_only: bool = False) -> None:

@@ -47,25 +47,22 @@ class PyNumber(Value):
 NUMBER = PyNumber()
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True)
 class DimSize(PyNumber):
-    """`x.shape[i]`, `x.size(i)`: the size of dim `index` of one tensor value (identity matters: a view whose
-    sizes are its own input's keeps those dims, and so their shards). A number like any other elsewhere."""
+    """`x.shape[i]`, `x.size(i)`: the size of dim `index` of one tensor value (a view whose sizes are its own
+    input's, the same object, keeps those dims and their shards). A number like any other elsewhere; equal to
+    another by content, so memoised calls and loops settle as they did with plain numbers."""
 
     tensor: TensorValue | None = None
     index: int = 0
     rank: int | None = None  # the tensor's rank, when the sizes were unpacked (`b, s, d = x.shape`: 3)
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True)
 class ShapeValue(Value):
     """`x.shape`, `x.size()`: the sizes of one tensor value's dims (indexed, sliced or unpacked: DimSizes)."""
 
     tensor: TensorValue
-
-    def dims(self, count: int) -> Seq:
-        """Unpacked into `count` names: the tensor has `count` dims."""
-        return Seq(tuple(DimSize(self.tensor, i) for i in range(count)))
 
     def slice(self, lower: int | None, upper: int | None) -> Value:
         """`x.shape[lower:upper]` with constant bounds: the dims it names, when they can be counted."""
@@ -399,6 +396,8 @@ def join(a: Value, b: Value, branch_ref: int | None = None) -> Value:
         return _widen([t for t, _ in merged])
     if isinstance(a, Seq) and isinstance(b, Seq) and len(a.items) == len(b.items):
         return Seq(tuple(join(x, y, branch_ref) for x, y in zip(a.items, b.items)), a.is_list)
+    if isinstance(a, PyNumber) and isinstance(b, PyNumber):
+        return NUMBER  # two sizes (or numbers) the checker does not know: still a number
     if isinstance(a, (LayoutValue, LayoutChoice)) and isinstance(b, (LayoutValue, LayoutChoice)):
         options: list[LayoutValue] = []
         for layout in (*layout_options(a), *layout_options(b)):

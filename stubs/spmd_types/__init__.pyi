@@ -17,6 +17,9 @@ from .types import Invariant as Invariant
 from .types import P as P
 from .types import Partial as Partial
 from .types import PartitionSpec as PartitionSpec
+from .types import PerMeshAxisLocalSpmdType as PerMeshAxisLocalSpmdType
+from .types import PerMeshAxisSpmdType as PerMeshAxisSpmdType
+from .types import PerMeshAxisSpmdTypes as PerMeshAxisSpmdTypes
 from .types import R as R
 from .types import Replicate as Replicate
 from .types import S as S
