@@ -553,6 +553,8 @@ class Interpreter:
 
     def resolve_lazy(self, value: Value) -> Value:
         """A name imported from a library module: load the library now that the value is needed."""
+        if not isinstance(value, LazyImport):
+            return value  # nearly every value: no loop to set up
         for _ in range(8):  # re-exports of re-exports
             if not isinstance(value, LazyImport):
                 return value
