@@ -594,7 +594,15 @@ def _project_context(group: list[str], settings, resolver, args: argparse.Namesp
         primary.respect_gitignore and not args.no_respect_gitignore,
         True,
         errors=[],
+        limit=MAX_CONTEXT_FILES + len(named),  # past that the context is dropped: no need to list a huge package
     )
+    if len(found) > MAX_CONTEXT_FILES + len(named):
+        print(
+            f"spmdcheck: note: the packages of the files given hold more than {MAX_CONTEXT_FILES} other files: "
+            "the files are checked without them (--no-project-context)",
+            file=sys.stderr,
+        )
+        return []
     analysis = (settings.mesh, settings.strict, settings.preview, settings.stub_path)
     context = []
     for f in found:

@@ -128,12 +128,14 @@ def discover(
     respect_gitignore: bool = True,
     force_exclude: bool = False,
     errors: list[str] | None = None,
+    limit: int | None = None,
 ) -> tuple[list[str], list[str]]:
     """Python files under `paths`, sorted; and the paths that do not exist.
 
     Paths that exist but cannot be checked (an unreadable folder, a symlink loop, a FIFO named on the
     command line) are added to `errors` as "path: reason"; a FIFO, socket or device found in a folder is
-    skipped without being opened.
+    skipped without being opened. With a `limit`, the walk stops once more than `limit` files are found
+    (the caller only needs to know there are too many).
     """
     found: list[str] = []
     missing: list[str] = []
@@ -184,4 +186,6 @@ def discover(
                     problems.append(f"{f}: {_REASONS.get(kind, kind)}")
                     continue
                 found.append(str(f))
+                if limit is not None and len(found) > limit:
+                    return sorted(dict.fromkeys(found)), missing
     return sorted(dict.fromkeys(found)), missing

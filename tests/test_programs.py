@@ -269,3 +269,30 @@ def test_program_runs_as_its_expectations_say(gt_harness, program):
     else:
         assert verdict.matches, story
         assert all(w.reference == "global" for w in verdict.worlds), story
+
+
+def test_a_huge_package_around_a_named_file_is_not_listed_in_full(tmp_path, monkeypatch, capsys):
+    """Past MAX_CONTEXT_FILES other files the project context is dropped; the walk stops there instead of
+    listing the whole package first (site-packages/torch holds ~14,600 files)."""
+    from spmdcheck import cli, discovery
+
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    for i in range(8):
+        (pkg / f"m{i}.py").write_text("x = 1\n")
+    walked: list[int] = []
+    original = discovery.discover
+
+    def counting(*args, **kwargs):
+        found, missing = original(*args, **kwargs)
+        walked.append(len(found))
+        return found, missing
+
+    monkeypatch.setattr(discovery, "discover", counting)
+    monkeypatch.setattr(cli, "MAX_CONTEXT_FILES", 3)
+    monkeypatch.chdir(tmp_path)
+    status = cli.main(["check", str(pkg / "m0.py"), "--no-cache", "--output-format", "concise"])
+    assert status == 0
+    assert "more than 3 other files" in capsys.readouterr().err
+    assert max(walked) <= 3 + 1 + 1  # the limit, the named file, and the one that proved the limit passed
