@@ -215,7 +215,7 @@ def _plain_axis(
     rank = shard_slot.value.rank if shard_slot is not None and isinstance(shard_slot.value, TensorValue) else None
     if rule.dims is not None and rule.dims.name == "keep" and shard is not None:
         shard = _agree(present, axis)
-    at_least = _least_rank(shard_slot.value.type) if shard_slot is not None and shard_slot.value is not None else 0
+    at_least = _least_rank(shard_slot.value.type) if rank is None and shard_slot is not None else 0  # type: ignore[union-attr]
     moved = shapes.move(rule, bound, shard, rank, at_least)
     site = None
     if any(pending):

@@ -271,9 +271,7 @@ def _reshape(rule: OpRule, bound: Bound, dims: DimsRule, shard: int | None, rank
 
     def own(item: Value, front: int, back: int) -> bool:
         """`item` is the size of the input's dim `front` (counted from the front) / `back` (from the end)."""
-        if not (isinstance(item, DimSize) and item.tensor is source):
-            return False
-        return item.index in (front, back) or (rank is not None and _norm(item.index, rank) == _norm(front, rank))
+        return isinstance(item, DimSize) and item.tensor is source and item.index in (front, back)
 
     lead = 0
     while lead < n and own(sizes[lead], lead, lead - rank if rank is not None else lead):
