@@ -144,6 +144,7 @@ def check_sources(
     libraries: frozenset[str] = frozenset(),
     on_bind: BindObserver | None = None,
     shallow: frozenset[str] = frozenset(),
+    recorder: Recorder | None = None,
 ) -> dict[str, list[Diagnostic]]:
     """Check files as one program: `sources` maps each path to its text; module names come from the
     paths' package folders (a folder is a package when `<folder>/__init__.py` is one of the keys or
@@ -158,11 +159,28 @@ def check_sources(
     observes every name binding (--show-types, editor hovers). `shallow` paths were proved by the
     pre-pass to need no depth screen before libcst (`guard.shallow`).
 
+    `recorder`: record what each root depends on (incremental.py), or run selectively from a record.
+
     Runs on a thread with a deep stack (`frontend.guard`): deep but valid syntax trees are analysed.
     """
     return call_with_deep_stack(
-        lambda: _check_sources(sources, settings, registry, exists, blanked, graph, libraries, on_bind, shallow)
+        lambda: _check_sources(
+            sources, settings, registry, exists, blanked, graph, libraries, on_bind, shallow, recorder
+        )
     )
+
+
+@dataclass
+class Recorder:
+    """A recorded program run (incremental.py): in, the body count of each file and the plan of a
+    selective run; out, the new record's roots, file diagnostics and flags."""
+
+    bodies: dict[str, int]
+    selective: object = None  # an incremental.Selective
+    roots: list = field(default_factory=list)
+    file_diags: dict[str, list] = field(default_factory=dict)
+    writer: bool = False
+    unmapped: list[int] = field(default_factory=list)
 
 
 def _check_sources(
@@ -175,9 +193,13 @@ def _check_sources(
     libraries: frozenset[str],
     on_bind: BindObserver | None,
     shallow: frozenset[str] = frozenset(),
+    recorder: Recorder | None = None,
 ) -> dict[str, list[Diagnostic]]:
+    from spmdcheck import cache as caching
+    from spmdcheck import incremental
     from spmdcheck.analysis.context import Options
     from spmdcheck.analysis.program import SourceUnit, analyze_program
+    from spmdcheck.analysis.roots import RootLog
     from spmdcheck.frontend.source import ParseFailure
 
     settings = settings or Settings()
@@ -197,6 +219,8 @@ def _check_sources(
             units.append(
                 SourceUnit(path, None, Options(mesh=settings.mesh), module_name_for(path, exists), text=library_text)
             )
+            if recorder is not None:
+                units[-1].bodies = recorder.bodies.get(path)
             continue
         source_text = blanked[path] if blanked and path in blanked else text
         parsed, deep = parse_screened(source_text, path in shallow)
@@ -231,6 +255,8 @@ def _check_sources(
         )
         out[path] += [make(path, "SPMD005", message, line) for line, message in inline.errors]
         units.append(SourceUnit(path, parsed, options, module_name_for(path, exists), frozenset(mesh_names_in(text))))
+        if recorder is not None:
+            units[-1].bodies = recorder.bodies.get(path)
         strict_of[path] = options.strict
         lines[path] = physical_lines(text)
     if len(sources) <= 1:
@@ -242,14 +268,35 @@ def _check_sources(
         parsed = parse(text, id(text) in shallow_libraries)
         return None if isinstance(parsed, ParseFailure) else parsed
 
-    result = analyze_program(units, registry, graph, parse_library, on_bind)
+    log = None
+    selective: incremental.Selective | None = None
+    if recorder is not None:
+        recorder.file_diags = {path: caching.to_plain(diags) for path, diags in out.items()}
+        selective = recorder.selective  # type: ignore[assignment]
+        log = RootLog(run_only=selective.run_only, known=selective.known) if selective else RootLog()
+    result = analyze_program(units, registry, graph, parse_library, on_bind, log)
     positions = ProgramPositions()
     for unit in units:
         if unit.module is not None:
             unit_lines = lines.get(unit.path) or physical_lines(unit.text or "")
             positions.add(result.contexts[unit.path], unit.path, unit.module, unit_lines)
-    for path, diags in positions.render(result.program.findings, result.program.sites).items():
-        out[path] += diags
+    if log is not None and recorder is not None:
+        recorder.roots = _root_records(log, positions, result.program.sites, units)
+        recorder.writer, recorder.unmapped = log.writer, sorted(log.unmapped)
+    if selective is not None and recorder is not None:
+        # the roots that ran again, with the others' diagnostics as recorded (and the diagnostics made
+        # before the analysis of the files that did not change, which were parsed with bodies left out)
+        ran = {r[0] for r in recorder.roots}
+        recorder.roots = incremental.merge(selective.old, recorder.roots, ran)
+        for path in out:
+            if path not in selective.changed:
+                recorder.file_diags[path] = selective.old.file_diags.get(path, [])
+                out[path] = caching.from_plain(path, recorder.file_diags[path])
+        for path, plain in incremental.merged_diagnostics(recorder.roots).items():
+            out[path] += caching.from_plain(path, plain)
+    else:
+        for path, diags in positions.render(result.program.findings, result.program.sites).items():
+            out[path] += diags
     for path in out:
 
         def enabled(code: str, strict: bool = strict_of.get(path, settings.strict)) -> bool:
@@ -266,6 +313,23 @@ def _check_sources(
         )
         for path, diags in out.items()
     }
+
+
+def _root_records(log: object, positions: ProgramPositions, sites: list, units: list) -> list:
+    """Each root that ran: its key, the bodies it executed, its providers and its diagnostics (plain)."""
+    from spmdcheck import cache as caching
+
+    out = []
+    for key in log.order:  # type: ignore[attr-defined]
+        record = log.records[key]  # type: ignore[attr-defined]
+        diags = []
+        for finding in record.findings:
+            rendered = positions.render_one(finding, sites)
+            if rendered is not None:
+                diag, same = rendered
+                diags.append([diag.path, same, caching.to_plain([diag])[0]])
+        out.append((key, sorted(record.units), sorted(record.providers, key=str), diags))
+    return out
 
 
 def check_file(path: str, settings: Settings, registry: Registry | None = None) -> FileResult:
@@ -287,6 +351,7 @@ class LoadedFile:
     blank: tuple[tuple[int, int], ...] = ()  # the line spans emptied in `blanked`
     cuts: tuple[tuple[int, int], ...] | None = None  # comments no analysis reads (prepass.comment_cuts)
     shallow: bool = False  # no expression too deep for libcst (guard.shallow): parsed without the screen
+    spans: tuple[tuple[int, int], ...] | None = None  # every function body's lines (the pre-pass), if known
 
 
 def load_file(path: str, settings: Settings) -> LoadedFile | FileResult:
@@ -361,6 +426,7 @@ def plan_programs(
                 continue
             item.relevant, blank = plans[path]
             item.imports, item.module, item.cuts, item.shallow = scan.imports, scan.module, scan.cuts, scan.shallow
+            item.spans = scan.spans()
             if blank:
                 item.blanked = prepass.blank_bodies(item.text, blank)
                 item.blank = blank
@@ -461,9 +527,71 @@ def check_program(files: list[LoadedFile], settings: Settings, registry: Registr
         return _check_program(files, settings, registry)
 
 
-def _check_program(files: list[LoadedFile], settings: Settings, registry: Registry | None) -> list[FileResult]:
+def check_program_recorded(
+    files: list[LoadedFile], settings: Settings, registry: Registry | None = None, selective: object = None
+) -> tuple[list[FileResult], dict | None]:
+    """`check_program`, recording what each root depends on (incremental.py); with a `selective` plan
+    (incremental.Selective), only the roots it names run again, and the whole program runs instead
+    when the selective run cannot answer. Returns the results and the new record (None: none made)."""
+    from spmdcheck.analysis.roots import ElidedBody
+
+    with _without_cycle_collection():
+        bodies = {f.path: len(f.spans) for f in files if f.spans is not None}
+        if selective is not None:
+            recorder = Recorder(bodies, selective)
+            why = "a writer"
+            try:
+                results = _check_program(files, settings, registry, recorder, selective.elided)  # type: ignore[attr-defined]
+                if not recorder.writer and not _failed(results):
+                    _trace(f"selective: {len(selective.run_only)} of {len(selective.known)} roots ran again")  # type: ignore[attr-defined]
+                    return results, _program_record(files, recorder)
+            except ElidedBody:
+                why = "a body left out was entered"  # the whole program answers
+            _trace(f"selective run abandoned ({why})")
+        recorder = Recorder(bodies)
+        _trace(f"whole program of {len(files)} files")
+        results = _check_program(files, settings, registry, recorder)
+        return results, None if _failed(results) else _program_record(files, recorder)
+
+
+def _trace(message: str) -> None:
+    """SPMDCHECK_TRACE=1: say on stderr how each program was answered (tests and benchmarks read it)."""
+    if os.environ.get("SPMDCHECK_TRACE"):
+        import sys
+
+        print(f"spmdcheck-trace: {message}", file=sys.stderr)
+
+
+def _failed(results: list[FileResult]) -> bool:
+    return any(d.code == "SPMD000" for r in results for d in r.diagnostics)
+
+
+def _program_record(files: list[LoadedFile], recorder: Recorder) -> dict | None:
+    from spmdcheck import incremental
+
+    if any(f.spans is None for f in files):
+        return None
+    return incremental.ProgramRecord(
+        [f.path for f in files],
+        [incremental.outline(f.text, f.blanked or f.text, f.spans or ()) for f in files],
+        [list(f.spans or ()) for f in files],
+        recorder.file_diags,
+        recorder.roots,
+        recorder.writer,
+        recorder.unmapped,
+    ).plain()
+
+
+def _check_program(
+    files: list[LoadedFile],
+    settings: Settings,
+    registry: Registry | None,
+    recorder: Recorder | None = None,
+    elided: dict[str, str] | None = None,
+) -> list[FileResult]:
     paths = [f.path for f in files]
     blanked = {f.path: f.blanked for f in files if f.blanked is not None}
+    blanked.update(elided or {})
     graph = _program_graph(files) if all(f.imports is not None for f in files) else None
     libraries = frozenset(f.path for f in files if not f.relevant)
     shallow = frozenset(f.path for f in files if f.shallow)
@@ -477,6 +605,7 @@ def _check_program(files: list[LoadedFile], settings: Settings, registry: Regist
             graph=graph,
             libraries=libraries,
             shallow=shallow,
+            recorder=recorder,
         ),
     )
 
@@ -685,13 +814,23 @@ def run_check(
             todo.append(program)
         # Big programs first, so one large program does not end the run alone on one core.
         todo.sort(key=lambda p: -sum(len(f.blanked or f.text) for f in p))
-        for program, results in pool.run_programs(todo):
+        plans: dict[int, object] = {}
+        shapes: dict[int, str] = {}
+        if store is not None:
+            for program in todo:
+                if id(program) in keys:
+                    shapes[id(program)], plans[id(program)] = _selective_plan(program, store, hashes)
+        for program, results, record in pool.run_programs(todo, plans if store is not None else None):
             done += results
+            if record is not None and id(program) in shapes:
+                store.store_record(shapes[id(program)], record)
             key = keys.get(id(program))
             codes = {d.code for r in results for d in r.diagnostics}
             if key is not None and "SPMD000" not in codes:
                 key = exact_keys[id(program)] if "SPMD001" in codes else key
                 programs_seen[key] = {r.path: caching.to_plain(r.diagnostics) for r in results}
+        if store is not None:
+            store.prune_records(_shape(p) for p in programs)
     order = {p: i for i, p in enumerate(files)}
     done.sort(key=lambda r: order.get(r.path, len(order)))
     if store is not None:
@@ -704,6 +843,35 @@ def run_check(
     return done
 
 
+def _shape(program: list[LoadedFile]) -> str:
+    """What names a program across edits of its files' contents: its files, their modules and relevance."""
+    from spmdcheck import cache as caching
+
+    return caching.program_key((f.path, f.module, f.relevant, None, "") for f in program)
+
+
+def _selective_plan(program: list[LoadedFile], store: object, hashes: dict[str, str]) -> tuple[str, object]:
+    """The program's shape (its files) and, when its last record allows, the plan of a selective run."""
+    from spmdcheck import cache as caching
+    from spmdcheck import incremental
+
+    assert isinstance(store, caching.ResultCache)
+    shape = _shape(program)
+    for f in program:
+        if f.spans is None and f.path in hashes:  # the taint was reused: the file's units were not read
+            summary = store.scan_summary(f.path, hashes[f.path])
+            units = store.scan_units(f.path, hashes[f.path]) if summary is not None else None
+            scan = prepass.scan_from_plain(f.path, summary[1], units) if units is not None else None
+            f.spans = scan.spans() if scan is not None else None
+    plain = store.record(shape)
+    record = incremental.ProgramRecord.from_plain(plain) if plain is not None else None
+    if record is None or any(f.spans is None for f in program):
+        return shape, None
+    outlines = [incremental.outline(f.text, f.blanked or f.text, f.spans or ()) for f in program]
+    planned = [f.blanked or f.text for f in program]
+    return shape, incremental.plan_selective(record, [f.path for f in program], outlines, planned)
+
+
 def _analysed_digest(f: LoadedFile) -> str | None:
     """`prepass.analysed_digest` of a planned file; None without the pre-pass's comment cuts."""
     if f.cuts is None:
@@ -714,15 +882,27 @@ def _analysed_digest(f: LoadedFile) -> str | None:
 _WORKER_STATE: tuple[Settings, Registry | None] | None = None
 
 
-def _check_program_in_worker(task: tuple[int, list[LoadedFile]]) -> tuple[int, list[FileResult]]:
+def _run_task(
+    task: tuple, settings: Settings, registry: Registry | None
+) -> tuple[int, list[FileResult], dict | None]:
+    """One program of a run: (index, files, recorded, selective plan) -> (index, results, record)."""
+    index, files, recorded, selective = task
+    if not recorded:
+        return index, check_program(files, settings, registry), None
+    results, record = check_program_recorded(files, settings, registry, selective)
+    return index, results, record
+
+
+def _check_program_in_worker(task: tuple) -> tuple[int, list[FileResult], dict | None]:
     """A program's results with its index: the program itself (all its texts) is not sent back."""
     settings, registry = _WORKER_STATE  # type: ignore[misc]
-    return task[0], check_program(task[1], settings, registry)
+    return _run_task(task, settings, registry)
 
 
-def _program_failed(task: tuple[int, list[LoadedFile]], why: str) -> tuple[int, list[FileResult]]:
+def _program_failed(task: tuple, why: str) -> tuple[int, list[FileResult], None]:
     """A program whose worker crashed or overran: SPMD000 on each of its files, and the run goes on."""
-    return task[0], [FileResult(f.path, [make(f.path, "SPMD000", f"{why}; the file was not checked")]) for f in task[1]]
+    files = task[1]
+    return task[0], [FileResult(f.path, [make(f.path, "SPMD000", f"{why}; the file was not checked")]) for f in files], None
 
 
 # Seconds one analysis may take (generous: a guard against hangs, not a performance target). The
@@ -733,7 +913,7 @@ _ANALYSIS_BUDGET_PER_FILE_S = 5.0
 _KILL_GRACE_S = 30.0
 
 
-def _program_budget(task: tuple[int, list[LoadedFile]]) -> float:
+def _program_budget(task: tuple) -> float:
     """Seconds a worker may spend on one program before its parent kills it."""
     return _ANALYSIS_BUDGET_S + _ANALYSIS_BUDGET_PER_FILE_S * len(task[1]) + _KILL_GRACE_S
 
@@ -781,12 +961,19 @@ class _LazyPool:
             return [fn(i) for i in items]
         return self.pool.map(fn, items, 4)  # type: ignore[union-attr]
 
-    def run_programs(self, programs: list[list[LoadedFile]]):  # noqa: ANN201
+    def run_programs(self, programs: list[list[LoadedFile]], plans: dict[int, object] | None = None):  # noqa: ANN201
+        """(program, results, record) for each program; `plans` (with a cache): record each program's run,
+        selectively where a plan is given (see `check_program_recorded`)."""
         if not programs:
             return
+        recorded = plans is not None
+        plans = plans or {}
         if len(programs) < 2 or self.jobs <= 1:
             for program in programs:
-                yield program, check_program(program, self.settings, self.registry)
+                _, results, record = _run_task(
+                    (0, program, recorded, plans.get(id(program))), self.settings, self.registry
+                )
+                yield program, results, record
             return
         from spmdcheck.analysis import program as _analysis  # noqa: F401 - libcst and the analysis imported
         from spmdcheck.workers import run_isolated  # once, here, before the fork: not again in every worker
@@ -795,7 +982,7 @@ class _LazyPool:
         _WORKER_STATE = (self.settings, self.registry)
         # Big programs first; a worker that crashes or hangs costs its program (SPMD000), never the run.
         programs = sorted(programs, key=lambda p: -sum(len(f.text) for f in p))
-        tasks = list(enumerate(programs))
+        tasks = [(i, p, recorded, plans.get(id(p))) for i, p in enumerate(programs)]
         done = run_isolated(tasks, _check_program_in_worker, _program_failed, self.jobs, _program_budget)
-        for index, results in done:
-            yield programs[index], results
+        for index, results, record in done:
+            yield programs[index], results, record

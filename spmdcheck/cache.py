@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from spmdcheck.api import Settings
     from spmdcheck.diagnostics.render import Diagnostic
 
-FORMAT_VERSION = 4
+FORMAT_VERSION = 5
 DIRNAME = ".spmdcheck_cache"
 CACHEDIR_TAG = (
     "Signature: 8a477f597d28d172789f06886806bc55\n"
@@ -192,6 +192,37 @@ class ResultCache:
         return self._index
 
     @property
+    def records_dir(self) -> pathlib.Path:
+        return self._sibling("records").with_suffix("")
+
+    def _record_file(self, shape: str) -> pathlib.Path:
+        return self.records_dir / f"{shape[:32]}.json"
+
+    def record(self, shape: str) -> dict | None:
+        """The last run's record of a program (incremental.py), by its shape (its files); read on demand."""
+        doc = self._read(self._record_file(shape))
+        return doc.get("record") if doc is not None and doc.get("shape") == shape else None
+
+    def store_record(self, shape: str, record: dict) -> None:
+        try:
+            self.records_dir.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            return
+        doc = {"version": FORMAT_VERSION, "key": self.key, "shape": shape, "record": record}
+        _write_atomically(self._record_file(shape), doc)
+
+    def prune_records(self, live: Iterable[str]) -> None:
+        """Keep the records of this run's programs, and of KEEP_RECORDS others, most recent first."""
+        keep = {self._record_file(shape).name for shape in live}
+        try:
+            others = [p for p in self.records_dir.iterdir() if p.name not in keep]
+            others.sort(key=lambda p: p.stat().st_mtime, reverse=True)
+            for stale in others[KEEP_RECORDS:]:
+                stale.unlink()
+        except OSError:
+            pass
+
+    @property
     def units_dir(self) -> pathlib.Path:
         return self._sibling("units").with_suffix("")
 
@@ -278,6 +309,7 @@ class ResultCache:
 
 KEEP_EXTRA_PROGRAMS = 16  # beyond twice this run's programs, results of earlier runs kept
 KEEP_STORES = 8  # run keys kept side by side (settings groups, recent checker versions)
+KEEP_RECORDS = 64  # records of programs not in the last run (incremental.py) kept, most recent first
 
 
 def _prune(directory: pathlib.Path) -> None:
@@ -293,6 +325,7 @@ def _prune(directory: pathlib.Path) -> None:
             except OSError:
                 pass
         shutil.rmtree(old.with_name(old.name.replace("results-", "units-", 1)).with_suffix(""), ignore_errors=True)
+        shutil.rmtree(old.with_name(old.name.replace("results-", "records-", 1)).with_suffix(""), ignore_errors=True)
 
 
 def _write_atomically(target: pathlib.Path, doc: dict) -> None:

@@ -226,6 +226,11 @@ class FileScan:
     # (line, column) where a comment no analysis can read starts (see `comment_cuts`); None: unknown
     cuts: tuple[tuple[int, int], ...] | None = None
     shallow: bool = False  # CPython parsed it and no expression can be too deep for libcst (guard.shallow)
+    has_units: bool = True  # False when read from the cache without its units
+
+    def spans(self) -> tuple[tuple[int, int], ...] | None:
+        """Every function body's line span, in source order (None: the units were not read)."""
+        return tuple(sorted(span for u in self.units for span in u.bodies)) if self.has_units else None
 
     @property
     def relevant(self) -> bool:
@@ -671,8 +676,8 @@ def plan(s: FileScan) -> Plan:
     return Plan(not any(u.matters for u in s.units), blank)
 
 
-def blank_bodies(text: str, spans: Iterable[tuple[int, int]]) -> str:
-    """Empty the given 1-based line spans, the first line of each becoming `pass` at its indentation.
+def blank_bodies(text: str, spans: Iterable[tuple[int, int]], filler: str = "pass") -> str:
+    """Empty the given 1-based line spans, the first line of each becoming `filler` at its indentation.
 
     Lines keep their endings, so every position outside the spans is unchanged.
     """
@@ -686,7 +691,7 @@ def blank_bodies(text: str, spans: Iterable[tuple[int, int]]) -> str:
             continue
         line = pieces[first]
         indent = line[: len(line) - len(line.lstrip(" \t\f"))]
-        pieces[first] = indent + "pass"
+        pieces[first] = indent + filler
         for n in range(start + 1, end + 1):
             idx = 2 * (n - 1)
             if idx < len(pieces):
@@ -735,6 +740,7 @@ def scan_from_plain(path: str, small: object, units: object = None) -> FileScan 
         out = FileScan(path, bool(whole), [], str(module), frozenset(map(str, imports)), frozenset(map(str, star)))
         out.shallow = shallow is True
         out.cuts = None if cuts is None else tuple((int(a), int(b)) for a, b in cuts)
+        out.has_units = units is not None
         members: list[list[int]] = []
         for binds, words, bodies, source, method, attrs, member_indices in units or ():  # type: ignore[attr-defined]
             spans = tuple((int(a), int(b)) for a, b in bodies)

@@ -819,9 +819,14 @@ def call_function(
     key = _summary_key(interp, func, args, receiver)
     summary = interp.summaries.get(key) if key is not None else None
     if summary is not None:
+        if interp.log is not None:
+            interp.log.reuse(summary.root, summary.units)
         return _replay(interp, summary, fn, args, node, receiver)
     from spmdcheck.analysis.interpreter import Frame, Summary
 
+    log = interp.log
+    if log is not None:
+        log.enter_body(fn)
     saved = (interp.frame, interp.grad_enabled, interp.mesh, interp.checking)
     restore = None
     interp.inline_stack.append(fn)
@@ -856,6 +861,7 @@ def call_function(
         interp.frame, interp.grad_enabled, interp.mesh, interp.checking = saved
         if restore is not None:
             interp.ctx, interp.scope = restore
+        units = log.exit_body() if log is not None else frozenset()
         if frame is not None:
             _apply_param_effects(interp, fn, args, frame.param_effects, receiver)
             if key is not None:
@@ -866,6 +872,8 @@ def call_function(
                     _distinct_sites(interp.collectives[start:]),
                     dict(frame.param_effects),
                     [(i, dict(obj.attrs)) for i, obj in instances],
+                    units,
+                    log.current if log is not None else None,
                 )
 
 

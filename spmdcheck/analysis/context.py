@@ -39,6 +39,7 @@ class ProgramState:
     # An observer of name bindings (--show-types, editor hovers): called with the name, its new value,
     # the node that binds it and the file's context. It only watches: the analysis never depends on it.
     on_bind: BindObserver | None = None
+    log: Any = None  # the roots.RootLog of a recorded run: every finding is logged with its root
 
 
 @dataclass
@@ -96,6 +97,8 @@ class FileContext:
     def report(self, finding: Finding) -> None:
         if finding.origin is None:
             finding.origin = self
+        if self.program.log is not None:
+            self.program.log.found(finding)
         key = finding.key()
         if key in self.program.seen:
             return

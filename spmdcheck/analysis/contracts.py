@@ -225,10 +225,12 @@ def attach(interp: Interpreter, owner: Value, attr: str, value: Value) -> None:
     if contracts.get(id(module)) == value:
         return
     contracts[id(module)] = value
+    if interp.log is not None:
+        interp.log.wrote_shared()  # every root checked later sees the contract
     forward = module.lookup("forward")
     if isinstance(forward, FunctionValue) and id(forward.node) in interp.checked_nodes:
         # already checked without its contract: check it again, now that the contract is known
-        interp.functions.append((forward.node, forward.scope, module))
+        interp.functions.append((forward.node, forward.scope, module, None))
 
 
 def attach_from_call(interp: Interpreter, cls: ClassValue, args: list[Arg]) -> None:
@@ -593,6 +595,8 @@ def narrow_config(interp: Interpreter, test: cst.BaseExpression) -> None:
     if have is cls or have is _AMBIGUOUS:
         return
     state.narrowed[slot] = cls if have is None else _AMBIGUOUS
+    if interp.log is not None:
+        interp.log.wrote_shared()
     if have is None:
         obj.cls = cls  # type: ignore[union-attr]
     # modules already built from this slot were built from the annotation's class: build them again
@@ -601,7 +605,7 @@ def narrow_config(interp: Interpreter, test: cst.BaseExpression) -> None:
             del interp._instances[key]
             forward = built.cls.lookup("forward")
             if isinstance(forward, FunctionValue) and id(forward.node) in interp.checked_nodes:
-                interp.functions.append((forward.node, forward.scope, built.cls))
+                interp.functions.append((forward.node, forward.scope, built.cls, None))
 
 
 def _attach_slot(interp: Interpreter, owner: InstanceValue, value: ContractValue) -> None:
@@ -614,12 +618,14 @@ def _attach_slot(interp: Interpreter, owner: InstanceValue, value: ContractValue
         return
     state.contracts[slot] = value if have is None else _AMBIGUOUS
     state.version += 1
+    if interp.log is not None:
+        interp.log.wrote_shared()
     # modules already checked with an object built from this slot: check their forward again
     for built in list(interp._instances.values()):
         if _holds(state, built, slot):
             forward = built.cls.lookup("forward")
             if isinstance(forward, FunctionValue) and id(forward.node) in interp.checked_nodes:
-                interp.functions.append((forward.node, forward.scope, built.cls))
+                interp.functions.append((forward.node, forward.scope, built.cls, None))
 
 
 def _holds(state: ConfigSlots, obj: InstanceValue, slot: Slot, depth: int = 4) -> bool:

@@ -17,6 +17,7 @@ import libcst as cst
 from spmdcheck.analysis import budget, calls, contracts, spmd_api
 from spmdcheck.analysis.context import FileContext
 from spmdcheck.analysis.findings import Finding
+from spmdcheck.analysis.roots import RootLog
 from spmdcheck.analysis.values import (
     NONE,
     UNKNOWN,
@@ -142,6 +143,8 @@ class Summary:
     collectives: list[tuple[str, str | None, cst.CSTNode]]
     param_effects: dict[str, Value]
     instance_states: list[tuple[int, dict[str, Value]]]  # (argument position, -1: receiver) -> attributes after
+    units: frozenset = frozenset()  # the function bodies the call ran (roots.RootLog)
+    root: tuple | None = None  # the root that ran it
 
 
 class Importer(Protocol):
@@ -180,7 +183,7 @@ class Interpreter:
         self.frame = Frame({}, {})
         self.scope = Scope(ctx, self.frame.env)
         # functions to check on their own after the top level ran: (function, scope, owning class)
-        self.functions: list[tuple[cst.FunctionDef, Scope, ClassValue | None]] = []
+        self.functions: list[tuple[cst.FunctionDef, Scope, ClassValue | None, tuple | None]] = []  # + root key
         self.collectives: list[tuple[str, str | None, cst.CSTNode]] = []  # calls made, in order
         # writes to variables recorded instead of applied, while a call is typed per alternative
         self.effects: list[tuple[cst.CSTNode | None, Value]] | None = None
@@ -198,6 +201,7 @@ class Interpreter:
         self._instances: dict[int, InstanceValue] = {}  # class id -> the instance its methods are checked on
         self.contracts: dict[int, Value] = {}  # module class id -> the @module_contract object that reached it
         self.checked_nodes: set[int] = set()  # functions already checked on their own (ids of their nodes)
+        self.log: RootLog | None = None  # what each root depends on (a cached run records it; see roots.py)
 
     # ------------------------------------------------------------------ entry
     def run_module(self, module: cst.Module) -> None:
@@ -260,10 +264,19 @@ class Interpreter:
         return scope
 
     def check_functions(self) -> None:
+        log = self.log
         while self.functions:
-            fn, scope, owner = self.functions.pop(0)
-            if not scope.ctx.library:  # a library's functions are only followed from calls
+            fn, scope, owner, key = self.functions.pop(0)
+            if scope.ctx.library:  # a library's functions are only followed from calls
+                continue
+            if log is None:
                 self.analyze_function(fn, scope, owner)
+            elif log.wants(key):
+                log.enter(key if key is not None else ("again", len(log.order)))
+                try:
+                    self.analyze_function(fn, scope, owner)
+                finally:
+                    log.leave()
 
     def enter_scope(self, scope: Scope) -> tuple:
         """Switch to another module's file and globals (a call into it); returns what to restore."""
@@ -275,6 +288,7 @@ class Interpreter:
         """Check a function body on its own, its parameters typed by their annotations."""
         saved = (self.frame, self.grad_enabled, self.mesh, self.checking)
         restore = self.enter_scope(scope)
+        entered = False
         self.mesh = self.ctx.options.mesh
         self.frame = Frame({}, scope.globals, function=fn, owner=owner)
         try:
@@ -284,6 +298,9 @@ class Interpreter:
             if decor.grad_enabled is not None:
                 self.grad_enabled = decor.grad_enabled
             self.checked_nodes.add(id(fn))
+            if self.log is not None:
+                self.log.enter_body(fn)
+                entered = True
             receiver = self.instance_for(owner) if owner is not None and calls.takes_self(fn) else None
             contract = contracts.for_forward(self, owner, fn)
             if contract is not None:
@@ -301,16 +318,28 @@ class Interpreter:
         finally:
             self.frame, self.grad_enabled, self.mesh, self.checking = saved
             self.ctx, self.scope = restore
+            if entered:
+                self.log.exit_body()
 
     def instance_for(self, cls: ClassValue) -> InstanceValue:
         """The object a class's methods are checked on: built by its `__init__` with default arguments."""
         built = self._instances.get(id(cls))
+        log = self.log
         if built is None:
             built = InstanceValue(cls)
             self._instances[id(cls)] = built
             init = cls.lookup("__init__")
-            if isinstance(init, FunctionValue):
-                calls.call_function(self, init, [], init.node, receiver=built)
+            if log is not None:
+                log.push()
+            try:
+                if isinstance(init, FunctionValue):
+                    calls.call_function(self, init, [], init.node, receiver=built)
+            finally:
+                if log is not None:
+                    log.built[id(cls)] = (log.current, log.pop())
+                    log.share(built.attrs)  # the objects it holds are every method's copy's objects
+        elif log is not None and id(cls) in log.built:
+            log.reuse(*log.built[id(cls)])
         return InstanceValue(cls, dict(built.attrs))  # each method sees its own copy
 
     # ------------------------------------------------------------- statements
@@ -375,8 +404,13 @@ class Interpreter:
         elif kind is cst.FunctionDef:
             owner = self.frame.owner if self.frame.function is None else None  # a method: defined in a class body
             self.frame.env[stmt.name.value] = FunctionValue(stmt, stmt.name.value, self.scope, owner)
+            log = self.log
+            if log is not None:
+                log.defined(stmt)
             if not self.inline_stack:  # nested functions are checked on their own too
-                self.functions.append((stmt, self.scope, owner))
+                library = self.scope.ctx.library  # never checked on its own: it takes no place in the queue
+                key = log.queue_key() if log is not None and not library else None
+                self.functions.append((stmt, self.scope, owner, key))
         elif kind is cst.ClassDef:
             self.exec_class(stmt)
         elif kind is cst.If:
@@ -614,6 +648,8 @@ class Interpreter:
         """Write an object's attribute (None: remove it), logged for the `if` arms being run."""
         for log in self.attr_logs:
             log.append((owner, name, owner.attrs.get(name)))
+        if self.log is not None:
+            self.log.write_to(owner)
         _put_attr(owner, name, value)
 
     def _attr_writes(self) -> _AttrWriteLog:

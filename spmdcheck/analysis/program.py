@@ -9,13 +9,14 @@ one interpreter, so a type built in model.py reaches the helper in layers.py tha
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import libcst as cst
 
 from spmdcheck.analysis.context import BindObserver, FileContext, Options, ProgramState
 from spmdcheck.analysis.interpreter import Interpreter, Scope
+from spmdcheck.analysis.roots import RootLog
 from spmdcheck.program.graph import ModuleFile, ModuleGraph
 from spmdcheck.rules.stubs import Registry
 
@@ -35,6 +36,7 @@ class SourceUnit:
     file: ModuleFile
     axes: frozenset[str] = frozenset()  # axis names the file mentions (known valid there)
     text: str = ""
+    bodies: int | None = None  # function bodies the pre-pass cut in the file (roots.py), None: unknown
 
 
 @dataclass
@@ -57,8 +59,11 @@ def analyze_program(
     graph: ModuleGraph | None = None,
     parse: Callable[[str], cst.Module | None] | None = None,
     on_bind: BindObserver | None = None,
+    log: RootLog | None = None,
 ) -> ProgramResult:
-    program = ProgramState(on_bind=on_bind)
+    """`log`: record what each root depends on (see roots.py); each unit's `bodies` is the number of
+    function bodies the pre-pass cut in its file, which the walk of its syntax tree must find again."""
+    program = ProgramState(on_bind=on_bind, log=log)
     runs: dict[str, _ModuleRun] = {}
     ordered: list[_ModuleRun] = []
     for unit in units:
@@ -71,7 +76,12 @@ def analyze_program(
         return ProgramResult(program)
 
     interp = Interpreter(ordered[0].ctx)
-    loader = _Loader(interp, runs, parse)
+    interp.log = log
+    if log is not None:
+        for index, unit in enumerate(units):
+            if unit.module is not None:
+                map_units(log, index, unit)
+    loader = _Loader(interp, runs, parse, units if log is not None else None)
     interp.importer = loader
     load = loader.load
     order = [name for component in graph.sccs() for name in component] if graph is not None else []
@@ -81,6 +91,10 @@ def analyze_program(
     for run in ordered:
         if run.state == "pending":
             _run_top_level(interp, run)
+    if log is not None:
+        for run in runs.values():
+            if run.scope is not None:
+                log.share(run.scope.globals)  # what the top level made, every root sees
     interp.check_functions()
     return ProgramResult(program, {run.unit.path: run.ctx for run in runs.values() if run.unit.module is not None})
 
@@ -89,9 +103,14 @@ class _Loader:
     """Runs modules on first import; parses a library only then."""
 
     def __init__(
-        self, interp: Interpreter, runs: dict[str, _ModuleRun], parse: Callable[[str], cst.Module | None] | None
+        self,
+        interp: Interpreter,
+        runs: dict[str, _ModuleRun],
+        parse: Callable[[str], cst.Module | None] | None,
+        units: list[SourceUnit] | None = None,
     ) -> None:
         self.interp, self.runs, self.parse = interp, runs, parse
+        self.index = {id(u): i for i, u in enumerate(units)} if units is not None else None
 
     def kind(self, name: str) -> str | None:
         run = self.runs.get(name)
@@ -110,6 +129,8 @@ class _Loader:
                 return None
             run.unit.module = module
             run.ctx.module = module
+            if self.index is not None and self.interp.log is not None:
+                map_units(self.interp.log, self.index[id(run.unit)], run.unit)
         if run.state == "pending":
             _run_top_level(self.interp, run)
         return run.scope
@@ -133,3 +154,56 @@ def _run_top_level(interp: Interpreter, run: _ModuleRun) -> None:
         interp.run_scope(run.scope, run.unit.module)
     finally:
         run.state = "done"
+
+
+def map_units(log: RootLog, index: int, unit: SourceUnit) -> None:
+    """Number the file's function bodies as the pre-pass does (see roots.py); a file whose walk does not
+    find them all is unmapped (an edit of it has the whole program analysed again)."""
+    assert unit.module is not None
+    defs = unit_defs(unit.module)
+    if unit.bodies is None or len(defs) != unit.bodies:
+        log.unmapped.add(index)
+        return
+    for k, node in enumerate(defs):
+        log.unit_of[id(node)] = (index, k)
+
+
+def unit_defs(module: cst.Module) -> list[cst.FunctionDef]:
+    """The functions whose bodies are units, in source order: module-level functions (also inside
+    module-level if/try/with/for/while blocks) and the methods of such classes, each with a body of its
+    own lines (an indented block)."""
+    out: list[cst.FunctionDef] = []
+
+    def block(statements: Sequence[cst.CSTNode]) -> None:
+        for stmt in statements:
+            kind = type(stmt)
+            if kind is cst.FunctionDef:
+                if type(stmt.body) is cst.IndentedBlock:
+                    out.append(stmt)
+            elif kind is cst.ClassDef:
+                for item in stmt.body.body if type(stmt.body) is cst.IndentedBlock else ():
+                    if type(item) is cst.FunctionDef and type(item.body) is cst.IndentedBlock:
+                        out.append(item)
+            elif kind is cst.If:
+                block(stmt.body.body)
+                orelse = stmt.orelse
+                if type(orelse) is cst.If:
+                    block([orelse])
+                elif orelse is not None:
+                    block(orelse.body.body)
+            elif kind in (cst.Try, cst.TryStar):
+                block(stmt.body.body)
+                for handler in stmt.handlers:
+                    block(handler.body.body)
+                for extra in (stmt.orelse, stmt.finalbody):
+                    if extra is not None:
+                        block(extra.body.body)
+            elif kind in (cst.For, cst.While):
+                block(stmt.body.body)
+                if stmt.orelse is not None:
+                    block(stmt.orelse.body.body)
+            elif kind is cst.With:
+                block(stmt.body.body)
+
+    block(module.body)
+    return out

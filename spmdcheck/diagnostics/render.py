@@ -130,46 +130,55 @@ class ProgramPositions:
     def render(self, findings: list[Finding], sites: list[tuple[cst.CSTNode, object]]) -> dict[str, list[Diagnostic]]:
         out: dict[str, list[Diagnostic]] = {}
         for f in findings:
-            key = id(f.origin) if id(f.origin) in self._files else id(None)
-            if key not in self._files:
-                continue
-            path, _, source_lines = self._files[key]
-            origin = f.origin if key == id(f.origin) else None
-            positions = self._table(origin)
-            pos = positions.get(f.node)
-            if pos is None:
-                continue  # a node the analysis made up (never in a module): nothing to point at
-
-            def where(ref: int, here: str = path) -> str:
-                node, site_origin = sites[ref]
-                site_key = self._known(site_origin)
-                if site_key not in self._files:
-                    return "another file"
-                site_pos = self._table(site_origin if site_key == id(site_origin) else None).get(node)
-                line = site_pos.start.line if site_pos is not None else 0
-                site_path = self._files[site_key][0]
-                return f"line {line}" if site_path == here else f"{display_path(site_path)}:{line}"
-
-            message = _SITE.sub(lambda m: where(int(m.group(1))), f.message)
-            if f.branches:
-                message += " " + _branch_note(f, [n for n, _ in sites], functools.partial(_line, positions))
-            if f.call_chain:
-                message += " (" + ", ".join(f"called from {where(ref, '')}" for ref in f.call_chain) + ")"
-            info = CODES[f.code]
-            diag = Diagnostic(
-                path,
-                pos.start.line,
-                pos.start.column + 1,
-                pos.end.line,
-                pos.end.column + 1,
-                f.code,
-                info.name,
-                f.severity or info.severity,
-                message,
-                [SuggestionOut(s.message, s.replacement, _span(positions, s.target)) for s in f.suggestions],
-            )
-            out.setdefault(path, []).append(diag)
+            rendered = self.render_one(f, sites)
+            if rendered is not None:
+                out.setdefault(rendered[0].path, []).append(rendered[0])
         return out
+
+    def render_one(self, f: Finding, sites: list[tuple[cst.CSTNode, object]]) -> tuple[Diagnostic, str] | None:
+        """One finding as a diagnostic, with the key two reports of one finding share (its code, node
+        and message before the notes of branches and calls: what the program de-duplicates on)."""
+        key = id(f.origin) if id(f.origin) in self._files else id(None)
+        if key not in self._files:
+            return None
+        path, _, source_lines = self._files[key]
+        origin = f.origin if key == id(f.origin) else None
+        positions = self._table(origin)
+        pos = positions.get(f.node)
+        if pos is None:
+            return None  # a node the analysis made up (never in a module): nothing to point at
+
+        def where(ref: int, here: str = path) -> str:
+            node, site_origin = sites[ref]
+            site_key = self._known(site_origin)
+            if site_key not in self._files:
+                return "another file"
+            site_pos = self._table(site_origin if site_key == id(site_origin) else None).get(node)
+            line = site_pos.start.line if site_pos is not None else 0
+            site_path = self._files[site_key][0]
+            return f"line {line}" if site_path == here else f"{display_path(site_path)}:{line}"
+
+        message = _SITE.sub(lambda m: where(int(m.group(1))), f.message)
+        same = f"{f.code}\0{type(f.node).__name__}\0{pos.start.line}:{pos.start.column}:{pos.end.line}:{pos.end.column}"
+        same += "\0" + message
+        if f.branches:
+            message += " " + _branch_note(f, [n for n, _ in sites], functools.partial(_line, positions))
+        if f.call_chain:
+            message += " (" + ", ".join(f"called from {where(ref, '')}" for ref in f.call_chain) + ")"
+        info = CODES[f.code]
+        diag = Diagnostic(
+            path,
+            pos.start.line,
+            pos.start.column + 1,
+            pos.end.line,
+            pos.end.column + 1,
+            f.code,
+            info.name,
+            f.severity or info.severity,
+            message,
+            [SuggestionOut(s.message, s.replacement, _span(positions, s.target)) for s in f.suggestions],
+        )
+        return diag, same
 
 
 def _line(positions, node: cst.CSTNode) -> int:  # noqa: ANN001

@@ -1,0 +1,167 @@
+"""What each *root* of a program run depended on, so an edit re-runs only the roots it can change.
+
+A program run has two phases: every module's top level (one root, `TOP`), then every function and
+method checked on its own (one root each, in queue order). A root's findings depend on the state the
+top level left (the same in every run whose top level and the function bodies it executed are the
+same) and on the function bodies the root executed: its *units* (a unit is the body of a module-level
+function or of a method of a module-level class, numbered per file as the pre-pass cuts them; a
+nested function counts as the unit it is written in). Memoised calls and objects built once for
+every method are shared between roots: the root that computed one is its *provider*, and a root that
+reused it records the provider and the units the computation executed.
+
+Roots are named by their place in the queue, which an edit inside function bodies does not change:
+the k-th function the top level queued is `(0, k)`, and the j-th nested function a root of key
+`(d, *path)` queued while it ran is `(d + 1, *path, j)`; these keys sort in queue order.
+
+A root that changes state other roots read (attaches a module contract, writes an attribute of an
+object made by the top level or shared between the methods of a class, queues a function again) is a
+*writer*: a program with one is always analysed whole again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+TOP: tuple = ()  # the top-level phase of every module, as one root
+Unit = tuple[int, int]  # (file index in the program, body index in the file)
+
+
+class ElidedBody(BaseException):  # noqa: N818 - a signal, like budget.BudgetExceeded: no `except Exception` stops it
+    """A selective run entered a function body it had left out: the whole program must run instead."""
+
+
+@dataclass
+class RootRecord:
+    units: set[Unit] = field(default_factory=set)
+    providers: set[tuple] = field(default_factory=set)
+    findings: list[Any] = field(default_factory=list)  # the Finding objects it reported, before de-duplication
+
+
+class RootLog:
+    """The recorder the interpreter reports to while a program runs (None when nothing records)."""
+
+    def __init__(
+        self,
+        unit_of: dict[int, Unit] | None = None,
+        run_only: set[tuple] | None = None,
+        known: frozenset[tuple] | set[tuple] = frozenset(),
+    ) -> None:
+        self.unit_of = {} if unit_of is None else unit_of  # id(FunctionDef node) -> its unit
+        self.run_only = run_only  # a selective run: the recorded roots to run again (None: all of them)
+        self.known = known  # a selective run: the roots of the recorded run (any other is new, and runs)
+        self.current: tuple = TOP
+        self.records: dict[tuple, RootRecord] = {TOP: RootRecord()}
+        self.order: list[tuple] = [TOP]  # the roots in the order they ran
+        self._stack: list[set[Unit]] = []  # units executed by the calls being computed, innermost last
+        self._bodies: list[Unit | None] = []  # the unit of each function body being run, innermost last
+        self._queued: dict[tuple, int] = {}  # root -> nested functions it queued so far
+        self._top_queued = 0
+        self.writer = False
+        self.shared: set[int] = set()  # ids of objects several roots see (writes to them make a writer)
+        self.built: dict[int, tuple[tuple, frozenset[Unit]]] = {}  # class id -> (builder root, units)
+        self.unmapped: set[int] = set()  # files whose function bodies could not be numbered
+
+    # ------------------------------------------------------------------ roots
+    def queue_key(self) -> tuple:
+        """The key of a function the running code queues to be checked on its own."""
+        if self.current == TOP:
+            self._top_queued += 1
+            return (0, self._top_queued - 1)
+        n = self._queued.get(self.current, 0)
+        self._queued[self.current] = n + 1
+        return (self.current[0] + 1, *self.current[1:], n)
+
+    def wants(self, key: tuple | None) -> bool:
+        return self.run_only is None or key is None or key in self.run_only or key not in self.known
+
+    def enter(self, key: tuple) -> None:
+        self.current = key
+        self.records[key] = RootRecord()
+        self.order.append(key)
+        self._stack, self._bodies = [], []
+
+    def leave(self) -> None:
+        self._stack, self._bodies = [], []
+
+    # ------------------------------------------------------------------ what a root executes
+    def enter_body(self, node: Any) -> None:
+        """A function body starts running (checked on its own or called): its unit is executed."""
+        if self.run_only is not None and _elided(node):
+            raise ElidedBody
+        unit = self.unit_of.get(id(node))
+        self._bodies.append(unit)
+        self._stack.append({unit} if unit is not None else set())
+
+    def exit_body(self) -> frozenset[Unit]:
+        self._bodies.pop()
+        return self.pop()
+
+    def defined(self, node: object) -> None:
+        """A function defined while another body runs counts as the unit it is written in."""
+        if id(node) not in self.unit_of and self._bodies and self._bodies[-1] is not None:
+            self.unit_of[id(node)] = self._bodies[-1]
+
+    def push(self) -> None:
+        self._stack.append(set())
+
+    def pop(self) -> frozenset[Unit]:
+        units = frozenset(self._stack.pop())
+        (self._stack[-1] if self._stack else self.records[self.current].units).update(units)
+        return units
+
+    def reuse(self, provider: tuple | None, units: frozenset[Unit]) -> None:
+        """A memoised result (or a shared object) computed by `provider` was used by the running root."""
+        (self._stack[-1] if self._stack else self.records[self.current].units).update(units)
+        if provider is not None and provider != self.current:
+            self.records[self.current].providers.add(provider)
+
+    # ------------------------------------------------------------------ findings and writes
+    def found(self, finding: object) -> None:
+        self.records[self.current].findings.append(finding)
+
+    def wrote_shared(self) -> None:
+        if self.current != TOP:
+            self.writer = True
+
+    def write_to(self, owner: object) -> None:
+        if self.current != TOP and id(owner) in self.shared:
+            self.writer = True
+
+    def share(self, value: object, depth: int = 0, seen: set[int] | None = None) -> None:
+        """Mark the objects a value holds (through attributes, elements, class namespaces) as seen by
+        several roots: a later write to one of them from a function root is a write to shared state."""
+        seen = set() if seen is None else seen
+        if depth > 12 or id(value) in seen:
+            return
+        seen.add(id(value))
+        if isinstance(value, (list, tuple, set, frozenset)):
+            for inner in value:
+                self.share(inner, depth + 1, seen)
+            return
+        if isinstance(value, dict):
+            for inner in value.values():
+                self.share(inner, depth + 1, seen)
+            return
+        fields = getattr(value, "__dict__", None)
+        if not isinstance(fields, dict) or type(value).__module__ != "spmdcheck.analysis.values":
+            return
+        if isinstance(fields.get("attrs"), dict):
+            self.shared.add(id(value))  # an object: its attributes can be written
+        for name, inner in fields.items():
+            if name not in ("node", "scope", "outer"):  # syntax and scopes hold no objects of their own
+                self.share(inner, depth + 1, seen)
+
+
+ELIDED = "__spmdcheck_elided__"  # the statement a selective run leaves in place of a body it does not need
+
+
+def _elided(node: Any) -> bool:
+    """Whether a function's body is the statement a selective run left in place of it."""
+    statements = getattr(getattr(node, "body", None), "body", None)
+    if not isinstance(statements, (list, tuple)) or len(statements) != 1:
+        return False
+    small = getattr(statements[0], "body", None)
+    if not isinstance(small, (list, tuple)) or len(small) != 1:
+        return False
+    return getattr(getattr(small[0], "value", None), "value", None) == ELIDED

@@ -1,0 +1,223 @@
+"""Analyse again only the roots of a program that an edit inside function bodies can change.
+
+A cached run records, per program (analysis/roots.py): every file's *outline* (a hash of its text
+outside function bodies, one hash per body, as the analysis read them: bodies the pre-pass blanked
+are blank), and per root the bodies it executed, the roots whose shared results it reused, and its
+diagnostics. When the same files come back with only some bodies changed, a *selective run* parses
+the program with the bodies no affected root needs left out, runs every module's top level, then
+only the affected roots; the other roots' diagnostics come from the record, merged in root order as
+the program itself de-duplicates them. The selective run is the whole analysis again, falling back
+to it (never to a guess) when:
+- anything outside function bodies changed in a file, or the axis names it mentions;
+- the top level executed a changed body, or any root of the last run was a writer (roots.py);
+- the run enters a body it left out, or becomes a writer itself;
+- a changed file's bodies could not be numbered, or a file held a syntax error.
+Plain data only: the record is JSON in the result cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from spmdcheck import prepass
+from spmdcheck.analysis.roots import ELIDED, TOP
+
+RECORD_VERSION = 1
+
+
+def _hash(text: str) -> str:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
+
+
+@dataclass(frozen=True)
+class Outline:
+    skeleton: str  # the text outside the bodies
+    bodies: tuple[str, ...]  # one hash per body, in source order
+    lengths: tuple[int, ...]  # each body's number of lines
+    axes: tuple[str, ...]  # the mesh axis names the file mentions
+
+    def plain(self) -> list:
+        return [self.skeleton, list(self.bodies), list(self.lengths), list(self.axes)]
+
+    @classmethod
+    def from_plain(cls, data: Any) -> Outline:
+        skeleton, bodies, lengths, axes = data
+        return cls(str(skeleton), tuple(map(str, bodies)), tuple(map(int, lengths)), tuple(map(str, axes)))
+
+
+def outline(text: str, planned: str, spans: Iterable[tuple[int, int]]) -> Outline:
+    """`planned` is the text the analysis parses (with the pre-pass's blanked bodies)."""
+    from spmdcheck.frontend.source import mesh_names_in
+
+    lines = planned.splitlines(keepends=True)
+    spans = sorted(spans)
+    skeleton: list[str] = []
+    bodies: list[str] = []
+    at = 0
+    for start, end in spans:
+        skeleton.extend(lines[at : start - 1])
+        skeleton.append("\0")
+        bodies.append(_hash("".join(lines[start - 1 : end])))
+        at = end
+    skeleton.extend(lines[at:])
+    return Outline(
+        _hash("".join(skeleton)),
+        tuple(bodies),
+        tuple(end - start + 1 for start, end in spans),
+        tuple(sorted(mesh_names_in(text))),
+    )
+
+
+def elide(text: str, spans: Iterable[tuple[int, int]]) -> str:
+    """The bodies of `spans` left out (same lines): entering one stops a selective run."""
+    return prepass.blank_bodies(text, spans, filler=ELIDED)
+
+
+# ---------------------------------------------------------------------------------------- records
+def root_key(plain: Any) -> tuple:
+    return tuple(int(x) for x in plain) if plain != "again" else ("again",)
+
+
+@dataclass
+class ProgramRecord:
+    """What a run of one program left for the next: see the module docstring."""
+
+    paths: list[str]
+    outlines: list[Outline]
+    spans: list[list[tuple[int, int]]]
+    file_diags: dict[str, list]  # path -> the diagnostics made before the analysis (syntax, settings)
+    roots: list[tuple[tuple, list[tuple[int, int]], list[tuple], list[list]]]  # key, units, providers, diags
+    writer: bool = False
+    unmapped: list[int] = field(default_factory=list)
+
+    def plain(self) -> dict:
+        return {
+            "version": RECORD_VERSION,
+            "paths": self.paths,
+            "outlines": [o.plain() for o in self.outlines],
+            "spans": [[list(s) for s in spans] for spans in self.spans],
+            "file_diags": self.file_diags,
+            "roots": [[list(k), [list(u) for u in units], [list(p) for p in providers], diags]
+                      for k, units, providers, diags in self.roots],
+            "writer": self.writer,
+            "unmapped": self.unmapped,
+        }
+
+    @classmethod
+    def from_plain(cls, data: Any) -> ProgramRecord | None:
+        try:
+            if data.get("version") != RECORD_VERSION:
+                return None
+            return cls(
+                [str(p) for p in data["paths"]],
+                [Outline.from_plain(o) for o in data["outlines"]],
+                [[(int(a), int(b)) for a, b in spans] for spans in data["spans"]],
+                {str(p): list(d) for p, d in data["file_diags"].items()},
+                [
+                    (
+                        tuple(k),
+                        [(int(i), int(j)) for i, j in units],
+                        [tuple(p) for p in providers],
+                        [list(d) for d in diags],
+                    )
+                    for k, units, providers, diags in data["roots"]
+                ],
+                bool(data["writer"]),
+                [int(i) for i in data["unmapped"]],
+            )
+        except (AttributeError, KeyError, TypeError, ValueError):
+            return None
+
+
+@dataclass
+class Selective:
+    """The plan of a selective run, made by the parent from the last record and the new files."""
+
+    run_only: set[tuple]  # the roots to run again
+    known: set[tuple]  # every root of the last run (a root not among them is new: it runs)
+    elided: dict[str, str]  # path -> the planned text with the unneeded bodies left out
+    old: ProgramRecord
+    changed: set[str]  # the files whose outline changed
+
+
+def plan_selective(
+    record: ProgramRecord, paths: list[str], outlines: list[Outline], planned: list[str]
+) -> Selective | None:
+    """None when only the whole program can answer (see the module docstring)."""
+    if record.writer or paths != record.paths or len(outlines) != len(record.outlines):
+        return None
+    if any("SPMD001" in str(d) or "SPMD000" in str(d) for d in record.file_diags.values()):
+        return None
+    changed_units: set[tuple[int, int]] = set()
+    changed: set[str] = set()
+    shifted: set[str] = set()
+    for i, (new, old) in enumerate(zip(outlines, record.outlines)):
+        if new == old:
+            continue
+        if new.skeleton != old.skeleton or len(new.bodies) != len(old.bodies) or new.axes != old.axes:
+            return None
+        if i in record.unmapped:
+            return None
+        changed.add(paths[i])
+        changed_units.update((i, k) for k, (a, b) in enumerate(zip(new.bodies, old.bodies)) if a != b)
+        if new.lengths != old.lengths:
+            shifted.add(paths[i])
+    if not changed_units:
+        return None
+    top = next((r for r in record.roots if r[0] == TOP), None)
+    if top is None or changed_units.intersection(top[1]):
+        return None
+    from spmdcheck.diagnostics.render import display_path
+
+    shown = [display_path(p) for p in shifted]
+    affected: set[tuple] = set()
+    for key, units, providers, diags in record.roots:
+        if key == TOP:
+            continue
+        if (
+            changed_units.intersection(units)
+            or affected.intersection(providers)
+            or any(d[0] in shifted or any(s in d[2][7] for s in shown) for d in diags)
+        ):
+            affected.add(key)
+    needed = set(top[1])
+    for key, units, _, _ in record.roots:
+        if key in affected:
+            needed.update(units)
+    elided: dict[str, str] = {}
+    for i, path in enumerate(paths):
+        if path in changed or i in record.unmapped:
+            continue
+        spans = [span for k, span in enumerate(record.spans[i]) if (i, k) not in needed]
+        if spans:
+            elided[path] = elide(planned[i], spans)
+    return Selective(affected, {r[0] for r in record.roots}, elided, record, changed)
+
+
+def merge(old: ProgramRecord, fresh: list[tuple[tuple, list, list, list]], ran: set[tuple]) -> list:
+    """The roots of the new run in queue order: those that ran again, and the others as recorded."""
+    by_key = {r[0]: r for r in old.roots if r[0] not in ran}
+    by_key.update({r[0]: r for r in fresh})
+    return [by_key[k] for k in sorted(by_key, key=_order)]
+
+
+def _order(key: tuple) -> tuple:
+    if key and key[0] == "again":
+        return (float("inf"),)
+    return (-1,) if key == TOP else key
+
+
+def merged_diagnostics(roots: list) -> dict[str, list]:
+    """Each finding once, from the first root (in queue order) that reported it: path -> plain diags."""
+    seen: set[tuple[str, str]] = set()
+    out: dict[str, list] = {}
+    for _, _, _, diags in roots:
+        for path, same, plain in diags:
+            if (path, same) in seen:
+                continue
+            seen.add((path, same))
+            out.setdefault(path, []).append(plain)
+    return out
