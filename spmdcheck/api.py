@@ -901,8 +901,8 @@ def _check_program_in_worker(task: tuple) -> tuple[int, list[FileResult], dict |
 
 def _program_failed(task: tuple, why: str) -> tuple[int, list[FileResult], None]:
     """A program whose worker crashed or overran: SPMD000 on each of its files, and the run goes on."""
-    files = task[1]
-    return task[0], [FileResult(f.path, [make(f.path, "SPMD000", f"{why}; the file was not checked")]) for f in files], None
+    failed = [FileResult(f.path, [make(f.path, "SPMD000", f"{why}; the file was not checked")]) for f in task[1]]
+    return task[0], failed, None
 
 
 # Seconds one analysis may take (generous: a guard against hangs, not a performance target). The
