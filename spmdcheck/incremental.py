@@ -18,14 +18,16 @@ Plain data only: the record is JSON in the result cache.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from spmdcheck import prepass
-from spmdcheck.analysis.roots import ELIDED, TOP
+from spmdcheck.analysis.roots import ELIDED, TOP, descends, parent
 
 RECORD_VERSION = 1
+_LINE_END = re.compile(r"(\r\n|\r|\n)")
 
 
 def _hash(text: str) -> str:
@@ -52,7 +54,8 @@ def outline(text: str, planned: str, spans: Iterable[tuple[int, int]]) -> Outlin
     """`planned` is the text the analysis parses (with the pre-pass's blanked bodies)."""
     from spmdcheck.frontend.source import mesh_names_in
 
-    lines = planned.splitlines(keepends=True)
+    pieces = _LINE_END.split(planned)  # physical lines as CPython numbers them (not str.splitlines)
+    lines = ["".join(pieces[i : i + 2]) for i in range(0, len(pieces), 2)]
     spans = sorted(spans)
     skeleton: list[str] = []
     bodies: list[str] = []
@@ -174,18 +177,27 @@ def plan_selective(
 
     shown = [display_path(p) for p in shifted]
     affected: set[tuple] = set()
-    for key, units, providers, diags in record.roots:
-        if key == TOP:
-            continue
-        if (
-            changed_units.intersection(units)
-            or affected.intersection(providers)
-            or any(d[0] in shifted or any(s in d[2][7] for s in shown) for d in diags)
-        ):
-            affected.add(key)
+    grew = True
+    while grew:  # a root that runs again runs its nested functions again, which may provide for later roots
+        grew = False
+        for key, units, providers, diags in record.roots:
+            if key == TOP or key in affected:
+                continue
+            if (
+                descends(key, affected)
+                or changed_units.intersection(units)
+                or affected.intersection(providers)
+                or any(d[0] in shifted or any(s in d[2][7] for s in shown) for d in diags)
+            ):
+                affected.add(key)
+                grew = True
+                node = parent(key)
+                while node is not None:  # only the root that queued a nested function can run it again
+                    affected.add(node)
+                    node = parent(node)
     needed = set(top[1])
     for key, units, _, _ in record.roots:
-        if key in affected:
+        if descends(key, affected):
             needed.update(units)
     elided: dict[str, str] = {}
     for i, path in enumerate(paths):
@@ -198,8 +210,9 @@ def plan_selective(
 
 
 def merge(old: ProgramRecord, fresh: list[tuple[tuple, list, list, list]], ran: set[tuple]) -> list:
-    """The roots of the new run in queue order: those that ran again, and the others as recorded."""
-    by_key = {r[0]: r for r in old.roots if r[0] not in ran}
+    """The roots of the new run in queue order: those that ran again (with the nested functions they
+    queued this time), and the others as recorded."""
+    by_key = {r[0]: r for r in old.roots if not descends(r[0], ran)}
     by_key.update({r[0]: r for r in fresh})
     return [by_key[k] for k in sorted(by_key, key=_order)]
 

@@ -11,7 +11,8 @@ reused it records the provider and the units the computation executed.
 
 Roots are named by their place in the queue, which an edit inside function bodies does not change:
 the k-th function the top level queued is `(0, k)`, and the j-th nested function a root of key
-`(d, *path)` queued while it ran is `(d + 1, *path, j)`; these keys sort in queue order.
+`(d, *path)` queued while it ran is `(d + 1, *path, j)`; these keys sort in queue order. A root that
+runs again has all its nested functions run again (`parent` names the root that queued one).
 
 A root that changes state other roots read (attaches a module contract, writes an attribute of an
 object made by the top level or shared between the methods of a class, queues a function again) is a
@@ -73,7 +74,12 @@ class RootLog:
         return (self.current[0] + 1, *self.current[1:], n)
 
     def wants(self, key: tuple | None) -> bool:
-        return self.run_only is None or key is None or key in self.run_only or key not in self.known
+        """Whether a queued root runs: in a selective run, a recorded root named to run again, a new root,
+        and every nested function (only a root that runs again queues one, and its nested functions may
+        not be the ones it queued before)."""
+        if self.run_only is None or key is None or key[0] != 0:
+            return True
+        return key in self.run_only or key not in self.known
 
     def enter(self, key: tuple) -> None:
         self.current = key
@@ -165,3 +171,20 @@ def _elided(node: Any) -> bool:
     if not isinstance(small, (list, tuple)) or len(small) != 1:
         return False
     return getattr(getattr(small[0], "value", None), "value", None) == ELIDED
+
+
+def parent(key: tuple) -> tuple | None:
+    """The root that queued a nested function's root (None for the top level's)."""
+    if not key or key[0] == "again" or key[0] == 0:
+        return None
+    return (key[0] - 1, *key[1:-1])
+
+
+def descends(key: tuple, roots: set[tuple]) -> bool:
+    """Whether `key` or a root that (transitively) queued it is among `roots`."""
+    node: tuple | None = key
+    while node is not None:
+        if node in roots:
+            return True
+        node = parent(node)
+    return False

@@ -1,0 +1,233 @@
+"""Selective re-analysis after edits inside function bodies (spmdcheck/incremental.py), through the real
+command line: after every edit the warm run prints the same bytes as a `--no-cache` run, and the
+trace (`SPMDCHECK_TRACE=1`) shows which way each program was answered, so a test of the fast path
+cannot pass by running everything."""
+
+from __future__ import annotations
+
+import ast
+import json
+import pathlib
+import random
+import shutil
+import subprocess
+import textwrap
+
+import pytest
+
+from cli_helpers import run
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+TRACE = {"SPMDCHECK_TRACE": "1"}
+
+
+def check(cwd: pathlib.Path, *extra: str) -> subprocess.CompletedProcess:
+    return run(["check", ".", "--output-format", "json", *extra], cwd, env=TRACE)
+
+
+def same_as_fresh(cwd: pathlib.Path) -> str:
+    """The warm run's trace, after asserting its output equals a cold run's."""
+    warm = check(cwd)
+    cold = check(cwd, "--no-cache")
+    assert "Traceback" not in warm.stderr + cold.stderr
+    assert warm.returncode == cold.returncode
+    assert warm.stdout == cold.stdout, (warm.stdout, cold.stdout)
+    return warm.stderr
+
+
+def write(root: pathlib.Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+
+
+LAYERS = """\
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+
+    mesh = init_device_mesh("cpu", (2,), mesh_dim_names=("tp",))
+    GROUP = mesh.get_group("tp")
+
+
+    def reduce_loss(loss):
+        dist.all_reduce(loss, group=GROUP)
+        return loss
+
+
+    def sync(t):
+        dist.all_reduce(t, group=GROUP)
+        return t
+
+
+    def scale(t):
+        return t * 2
+"""
+
+MODEL = """\
+    import torch
+    import torch.distributed as dist
+
+    from pkg.layers import GROUP, reduce_loss, scale
+
+
+    def train():
+        y = torch.ones(3)
+        dist.all_reduce(y, group=GROUP)
+        return reduce_loss(y)
+
+
+    def other():
+        z = torch.ones(3)
+        dist.all_reduce(z, group=GROUP)
+        return scale(z)
+"""
+
+
+@pytest.fixture
+def project(tmp_path: pathlib.Path) -> pathlib.Path:
+    write(tmp_path, {"pkg/__init__.py": "", "pkg/layers.py": LAYERS, "pkg/model.py": MODEL})
+    first = check(tmp_path)
+    assert "whole program" in first.stderr
+    return tmp_path
+
+
+def edit(path: pathlib.Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new, 1))
+
+
+def test_an_edit_inside_a_body_runs_only_the_roots_that_reach_it(project: pathlib.Path) -> None:
+    # `scale` is reached only from `other`: `train` and the top level are not run again
+    edit(project / "pkg/layers.py", "    return t * 2", "    t = t + 1\n    return t * 2")
+    trace = same_as_fresh(project)
+    assert "selective" in trace
+    ran = int(trace.split("selective: ")[1].split(" of ")[0])
+    assert 1 <= ran < 5
+    # and a second edit of the same body, from the record the selective run left (undoing the first edit
+    # instead would be answered by the cached results of the first state)
+    edit(project / "pkg/layers.py", "    t = t + 1\n", "    t = t - 1\n")
+    assert "selective" in same_as_fresh(project)
+
+
+def test_an_edit_that_changes_a_finding_elsewhere(project: pathlib.Path) -> None:
+    # `reduce_loss` no longer reduces: the double all-reduce found in layers.py through model.py goes away
+    before = json.loads(check(project).stdout)
+    edit(project / "pkg/layers.py", "    dist.all_reduce(loss, group=GROUP)\n", "    loss = loss + 0\n")
+    trace = same_as_fresh(project)
+    assert "selective" in trace
+    after = json.loads(check(project).stdout)
+    assert before != after
+
+
+def test_a_call_into_a_body_left_out_falls_back_to_the_whole_program(project: pathlib.Path) -> None:
+    # `other` now calls `sync`, whose body no recorded root of `other` needed (it was left out)
+    edit(project / "pkg/model.py", "    return scale(z)", "    from pkg.layers import sync\n    return sync(scale(z))")
+    trace = same_as_fresh(project)
+    assert "abandoned" in trace and "whole program" in trace
+
+
+def test_an_edit_outside_bodies_runs_the_whole_program(project: pathlib.Path) -> None:
+    edit(project / "pkg/layers.py", 'GROUP = mesh.get_group("tp")', 'GROUP = mesh.get_group("tp")\nEXTRA = 1')
+    trace = same_as_fresh(project)
+    assert "whole program" in trace and "selective" not in trace
+
+
+def test_a_damaged_record_is_ignored(project: pathlib.Path) -> None:
+    records = list((project / ".spmdcheck_cache").glob("records-*/*.json"))
+    assert records
+    for record in records:
+        record.write_text('{"version": 5, "key": "x", "record": [1, 2')
+    edit(project / "pkg/layers.py", "    return t * 2", "    return t * 3")
+    trace = same_as_fresh(project)
+    assert "whole program" in trace
+
+
+WRITER = """\
+    import torch
+    import torch.distributed as dist
+
+    GROUP = dist.new_group([0, 1])
+
+
+    class Holder:
+        def __init__(self):
+            self.t = torch.ones(2)
+
+
+    HOLDER = Holder()
+
+
+    def setup():
+        HOLDER.t = torch.zeros(2)  # a write to an object the top level made: other roots see it
+        dist.all_reduce(HOLDER.t, group=GROUP)
+
+
+    def use():
+        dist.all_reduce(HOLDER.t, group=GROUP)
+        return HOLDER.t + 1
+"""
+
+
+def test_a_program_whose_roots_write_shared_state_runs_whole(tmp_path: pathlib.Path) -> None:
+    write(tmp_path, {"w.py": WRITER})
+    check(tmp_path)
+    edit(tmp_path / "w.py", "    return HOLDER.t + 1", "    return HOLDER.t + 2")
+    trace = same_as_fresh(tmp_path)
+    assert "whole program" in trace and "selective" not in trace
+
+
+def _body_edits(root: pathlib.Path, count: int, seed: int) -> list[tuple[pathlib.Path, str]]:
+    """Deterministic edits inside function bodies: a statement inserted, duplicated or replaced."""
+    rng = random.Random(seed)
+    files = sorted(p for p in root.rglob("*.py") if ".spmdcheck_cache" not in p.parts)
+    edits = []
+    while len(edits) < count:
+        path = rng.choice(files)
+        text = path.read_text()
+        try:
+            tree = ast.parse(text)
+        except SyntaxError:
+            continue
+        defs = [
+            d
+            for d in ast.walk(tree)
+            if isinstance(d, (ast.FunctionDef, ast.AsyncFunctionDef)) and d.body[0].lineno > d.lineno
+        ]
+        if not defs:
+            continue
+        fn = rng.choice(defs)
+        stmt = rng.choice(fn.body)
+        lines = text.splitlines(keepends=True)
+        line = lines[stmt.lineno - 1]
+        indent = line[: len(line) - len(line.lstrip())]
+        kind = rng.choice(["insert", "duplicate", "replace"])
+        one_line = stmt.end_lineno == stmt.lineno
+        if kind == "duplicate" and one_line and not isinstance(stmt, (ast.Return, ast.Raise)):
+            lines.insert(stmt.lineno - 1, line)
+        elif kind == "replace" and one_line and len(fn.body) > 1:
+            lines[stmt.lineno - 1] = indent + "pass\n"
+        else:
+            lines.insert(stmt.lineno - 1, indent + "_edited = 0\n")
+        edits.append((path, "".join(lines)))
+    return edits
+
+
+def test_random_body_edits_of_the_fixtures_match_fresh_runs(tmp_path: pathlib.Path) -> None:
+    """The differential test: edit bodies of the fixture programs one after another; after each, the warm
+    (mostly selective) run equals a cold one."""
+    shutil.copytree(ROOT / "fixtures", tmp_path / "fixtures")
+    check(tmp_path)
+    selective = 0
+    for path, text in _body_edits(tmp_path / "fixtures", 12, seed=5):
+        path.write_text(text)
+        selective += "selective" in same_as_fresh(tmp_path)
+    assert selective >= 4, selective
+
+
+def test_trace_is_silent_by_default(project: pathlib.Path) -> None:
+    edit(project / "pkg/layers.py", "    return t * 2", "    return t * 4")
+    result = run(["check", "."], project)
+    assert "spmdcheck-trace" not in result.stderr
