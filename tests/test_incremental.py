@@ -14,7 +14,6 @@ import subprocess
 import textwrap
 
 import pytest
-
 from cli_helpers import run
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
