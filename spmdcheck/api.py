@@ -690,6 +690,9 @@ def _cached_prepass(
     if key == taint_key:
         try:
             plans = {f: (bool(known[f][0]), tuple((int(a), int(b)) for a, b in known[f][1])) for f in scan_hashes}
+            for f, scan in fresh.items():  # scanned again (an edit that kept what the taint reads): new spans
+                if scan is not None and f in plans:
+                    plans[f] = (plans[f][0], prepass.blank_spans(scan, map(int, known[f][2])))
             scans = [
                 fresh.get(f) or (prepass.scan_from_plain(f, summaries[f][1]) if f in summaries else None) for f in files
             ]
@@ -711,9 +714,10 @@ def _cached_prepass(
         again = fresh_scans(missing)
         scans = [again[f] if f in again else s for f, s in zip(files, scans)]
     plans = taint(scans)
+    matters = {s.path: [i for i, u in enumerate(s.units) if u.matters] for s in scans if s is not None}
     store.set_taint(
         caching.tree_key({f: summaries[f][0] for f in files if f in summaries}),
-        {f: [relevant, [list(b) for b in blank]] for f, (relevant, blank) in plans.items()},
+        {f: [relevant, [list(b) for b in blank], matters.get(f, [])] for f, (relevant, blank) in plans.items()},
     )
     return scans, plans
 

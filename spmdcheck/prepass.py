@@ -676,6 +676,14 @@ def plan(s: FileScan) -> Plan:
     return Plan(not any(u.matters for u in s.units), blank)
 
 
+def blank_spans(s: FileScan, matters: Iterable[int]) -> tuple[tuple[int, int], ...]:
+    """`plan(s).blank` from the indices of the units that matter (the taint of an earlier run)."""
+    if s.whole:
+        return ()
+    keep = set(matters)
+    return tuple(span for i, u in enumerate(s.units) if i not in keep for span in u.bodies)
+
+
 def blank_bodies(text: str, spans: Iterable[tuple[int, int]], filler: str = "pass") -> str:
     """Empty the given 1-based line spans, the first line of each becoming `filler` at its indentation.
 
@@ -727,8 +735,9 @@ def scan_to_plain(s: FileScan) -> tuple[list, list]:
 
 
 def scan_hash(small: list, units: list) -> str:
-    """A hash of what `spread` reads of a scan (all but the comment cuts)."""
-    data = json.dumps([small[:4], units], separators=(",", ":"))
+    """A hash of what `spread` reads of a scan: all but the comment cuts and the bodies' line spans (so an
+    edit inside a body that keeps its words keeps the taint; the spans to blank are made again)."""
+    data = json.dumps([small[:4], [u[:2] + u[3:] for u in units]], separators=(",", ":"))
     return hashlib.blake2b(data.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 

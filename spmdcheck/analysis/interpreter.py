@@ -596,10 +596,13 @@ class Interpreter:
         return UNKNOWN
 
     def _note_spmd_alias(self, qualname: str, local: str) -> None:
+        before = (self.ctx.spmd_alias, len(self.ctx.megatron_names))
         if qualname == "spmd_types":
             self.ctx.spmd_alias = local
         elif qualname.startswith("megatron."):
             self.ctx.megatron_names[self.ctx.registry.resolve_alias(qualname)] = local
+        if self.log is not None and before != (self.ctx.spmd_alias, len(self.ctx.megatron_names)):
+            self.log.wrote_shared()  # the file's spellings, which later roots' suggestions use
 
     def exec_augassign(self, node: cst.AugAssign) -> None:
         target = self.eval(node.target)
@@ -865,6 +868,8 @@ class Interpreter:
             self.grad_enabled = True
         elif value.kind == "mesh" and isinstance(value.payload, MeshValue):
             self.mesh = value.payload.axes
+            if self.log is not None and not self.ctx.known_axes.issuperset(value.payload.axes):
+                self.log.wrote_shared()  # axis names valid in the file from now on, for every later root
             self.ctx.known_axes.update(value.payload.axes)
         elif value.kind == "no_typecheck":
             self.checking = False

@@ -63,6 +63,9 @@ def _process_group(a: Analysis, rule: OpRule, bound: Bound, args: list[Arg], nod
 def _mesh_factory(a: Analysis, rule: OpRule, bound: Bound, args: list[Arg], node: cst.CSTNode) -> Value:
     names = bound.literal(rule, rule.mesh_factory_names or "")
     if isinstance(names, tuple) and all(isinstance(n, str) for n in names):
+        log = a.ctx.program.log
+        if log is not None and not a.ctx.known_axes.issuperset(names):
+            log.wrote_shared()  # axis names valid in the file from now on, for every later root
         a.ctx.known_axes.update(names)
         return MeshValue(names)
     return UNKNOWN
