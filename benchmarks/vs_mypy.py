@@ -5,9 +5,10 @@
 ROOT defaults to the installed torch/distributed package. The tree is copied to a temporary folder:
 the warm-edit rows edit its files. "a median file" is the median-size module (it may hold nothing the
 checker analyses); "a checked file" is the median-size file of the largest program the checker forms
-(a comment there keeps the program's cache key; a new statement changes it, and that program, the
-worst case of one edit, is analysed again). Every row is a fresh command (interpreter
-start-up included), timed for wall clock and for CPU summed over the command and its workers; rows
+(a comment there keeps the program's cache key; a new statement at the end of the file changes it, and
+that program, the worst case of one edit, is analysed again whole; a new statement inside one of its
+functions has only the roots that reach that function analysed again: spmdcheck/incremental.py).
+Every row is a fresh command (interpreter start-up included), timed for wall clock and for CPU summed over the command and its workers; rows
 are interleaved within each repetition so machine load hits them alike. Printed: medians of K, and
 the ratios to mypy (`mypy --no-incremental --follow-imports=skip` on the same files).
 This is a measurement, not a test: nothing here asserts a time.
@@ -16,6 +17,7 @@ This is a measurement, not a test: nothing here asserts a time.
 from __future__ import annotations
 
 import argparse
+import ast
 import os
 import pathlib
 import resource
@@ -92,6 +94,31 @@ def main() -> int:
 
         return edit
 
+    def in_body(path: str):  # noqa: ANN202
+        """A statement inserted before the last statement of the file's first function with a body of its own
+        lines (what most edits are: inside a function), a different one each time."""
+        text = originals[path].decode("utf-8")
+        tree = ast.parse(text)
+        fn = next(
+            (
+                n
+                for n in ast.walk(tree)
+                if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.body[0].lineno > n.lineno
+            ),
+            None,
+        )
+        lines = text.splitlines(keepends=True)
+
+        def edit() -> None:
+            if fn is None:
+                return
+            at = fn.body[-1].lineno - 1
+            indent = lines[at][: len(lines[at]) - len(lines[at].lstrip())]
+            edited = [*lines[:at], f"{indent}_edit = {next(counter)}\n", *lines[at:]]
+            pathlib.Path(path).write_text("".join(edited), encoding="utf-8")
+
+        return edit
+
     rows: list[tuple[str, list[str], object]] = [
         ("ast.parse, 1 process", [py, "-c", _PARSE.format(module="ast", call="ast.parse"), str(listing)], None),
         (
@@ -104,6 +131,7 @@ def main() -> int:
         (f"spmdcheck warm, comment added to a median file, -j{args.jobs}", check, append(edited, "# edit {}\n")),
         (f"spmdcheck warm, comment added to a checked file, -j{args.jobs}", check, append(checked, "# edit {}\n")),
         (f"spmdcheck warm, code added to a checked file, -j{args.jobs}", check, append(checked, "_edit = {}\n")),
+        (f"spmdcheck warm, code added in a function of a checked file, -j{args.jobs}", check, in_body(checked)),
     ]
     if not args.no_mypy:
         rows.append(

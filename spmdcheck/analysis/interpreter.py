@@ -202,6 +202,7 @@ class Interpreter:
         self.contracts: dict[int, Value] = {}  # module class id -> the @module_contract object that reached it
         self.checked_nodes: set[int] = set()  # functions already checked on their own (ids of their nodes)
         self.log: RootLog | None = None  # what each root depends on (a cached run records it; see roots.py)
+        self.spelling_undo: list[tuple[FileContext, str, dict[str, str]]] | None = None  # see check_functions
 
     # ------------------------------------------------------------------ entry
     def run_module(self, module: cst.Module) -> None:
@@ -269,13 +270,20 @@ class Interpreter:
             fn, scope, owner, key = self.functions.pop(0)
             if scope.ctx.library:  # a library's functions are only followed from calls
                 continue
-            if log is None:
-                self.analyze_function(fn, scope, owner)
-            elif log.wants(key):
+            if log is not None and not log.wants(key):
+                continue
+            if log is not None:
                 log.enter(key if key is not None else ("again", len(log.order)))
-                try:
-                    self.analyze_function(fn, scope, owner)
-                finally:
+            # how a file spells spmd_types and Megatron (for suggestions) is what its top level imports: an
+            # import inside a function spells them only until that function's check ends
+            self.spelling_undo = []
+            try:
+                self.analyze_function(fn, scope, owner)
+            finally:
+                for ctx, alias, names in reversed(self.spelling_undo):
+                    ctx.spmd_alias, ctx.megatron_names = alias, names
+                self.spelling_undo = None
+                if log is not None:
                     log.leave()
 
     def enter_scope(self, scope: Scope) -> tuple:
@@ -596,13 +604,13 @@ class Interpreter:
         return UNKNOWN
 
     def _note_spmd_alias(self, qualname: str, local: str) -> None:
-        before = (self.ctx.spmd_alias, len(self.ctx.megatron_names))
+        ctx = self.ctx
+        if self.spelling_undo is not None:  # an import inside a function: its spelling ends with the root
+            self.spelling_undo.append((ctx, ctx.spmd_alias, dict(ctx.megatron_names)))
         if qualname == "spmd_types":
-            self.ctx.spmd_alias = local
+            ctx.spmd_alias = local
         elif qualname.startswith("megatron."):
-            self.ctx.megatron_names[self.ctx.registry.resolve_alias(qualname)] = local
-        if self.log is not None and before != (self.ctx.spmd_alias, len(self.ctx.megatron_names)):
-            self.log.wrote_shared()  # the file's spellings, which later roots' suggestions use
+            ctx.megatron_names[ctx.registry.resolve_alias(qualname)] = local
 
     def exec_augassign(self, node: cst.AugAssign) -> None:
         target = self.eval(node.target)
