@@ -10,7 +10,8 @@ that program, the worst case of one edit, is analysed again whole; a new stateme
 functions has only the roots that reach that function analysed again: spmdcheck/incremental.py).
 Every row is a fresh command (interpreter start-up included), timed for wall clock and for CPU summed
 over the command and its workers; rows are interleaved within each repetition so machine load hits
-them alike. Printed: medians of K, and the ratios to mypy (`mypy --no-incremental --follow-imports=skip` on the same files).
+them alike. Printed: medians of K, and the ratios to mypy (`mypy --no-incremental --follow-imports=skip`
+on the same files).
 This is a measurement, not a test: nothing here asserts a time.
 """
 
