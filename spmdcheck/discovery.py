@@ -83,11 +83,27 @@ def _resolved(path: pathlib.Path) -> pathlib.Path:
     return pathlib.Path(os.path.realpath(path))
 
 
-def _excluded(path: pathlib.Path, root: pathlib.Path, patterns: tuple[str, ...]) -> bool:
+def _real_child(folder: pathlib.Path, real_folder: pathlib.Path, name: str) -> pathlib.Path:
+    """`_resolved(folder / name)` for a folder already resolved: one `lstat`, not one per path component."""
+    child = folder / name
+    return _resolved(child) if os.path.islink(child) else real_folder / name
+
+
+def _excluded(
+    path: pathlib.Path,
+    root: pathlib.Path,
+    patterns: tuple[str, ...],
+    real: pathlib.Path | None = None,
+    real_root: pathlib.Path | None = None,
+) -> bool:
+    """`real` and `real_root`: the resolved path and root when the caller knows them (a walk resolves each
+    folder once, not every file)."""
     if path.name in DEFAULT_EXCLUDES:
         return True
+    if not patterns:
+        return False
     try:
-        rel = _resolved(path).relative_to(_resolved(root)).as_posix()
+        rel = (real or _resolved(path)).relative_to(real_root or _resolved(root)).as_posix()
     except ValueError:
         rel = path.as_posix()
     return any(
@@ -163,21 +179,28 @@ def discover(
         def unreadable(exc: OSError) -> None:
             problems.append(f"{exc.filename}: cannot be read ({exc.strerror})")
 
+        real_root = _resolved(root)
         for dirpath, dirnames, filenames in os.walk(p, onerror=unreadable):
             d = pathlib.Path(dirpath)
+            d_real = _resolved(d)  # once per folder; a file's real path is its folder's, unless it is a link
             if respect_gitignore and d != p:
                 ignore.load(d)
-            dirnames[:] = sorted(
-                n
-                for n in dirnames
-                if not _excluded(d / n, root, exclude)
-                and not (respect_gitignore and ignore.ignored(_resolved(d / n), True))
-            )
+            kept = []
+            for n in dirnames:
+                real_n = _real_child(d, d_real, n)
+                if not _excluded(d / n, root, exclude, real_n, real_root) and not (
+                    respect_gitignore and ignore.ignored(real_n, True)
+                ):
+                    kept.append(n)
+            dirnames[:] = sorted(kept)
             for name in sorted(filenames):
-                f = d / name
-                if not name.endswith(".py") or _excluded(f, root, exclude):
+                if not name.endswith(".py"):
                     continue
-                if respect_gitignore and ignore.ignored(_resolved(f), False):
+                f = d / name
+                real_f = _real_child(d, d_real, name)
+                if _excluded(f, root, exclude, real_f, real_root):
+                    continue
+                if respect_gitignore and ignore.ignored(real_f, False):
                     continue
                 kind = _kind(f)
                 if kind == "special":
