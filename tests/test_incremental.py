@@ -230,3 +230,80 @@ def test_trace_is_silent_by_default(project: pathlib.Path) -> None:
     edit(project / "pkg/layers.py", "    return t * 2", "    return t * 4")
     result = run(["check", "."], project)
     assert "spmdcheck-trace" not in result.stderr
+
+
+# ------------------------------------------------------------------ the plan, without the command line
+def _outline(text: str):  # noqa: ANN202
+    from spmdcheck import incremental, prepass
+
+    scan = prepass.scan("m.py", text.encode(), frozenset())
+    return incremental.outline(text, text, scan.spans() or ()), list(scan.spans() or ())
+
+
+def _record(text: str, roots: list):  # noqa: ANN202
+    from spmdcheck import incremental
+
+    outline, spans = _outline(text)
+    return incremental.ProgramRecord(["m.py"], [outline], [spans], {"m.py": []}, roots)
+
+
+SOURCE = "import x\n\n\ndef f():\n    return 1\n\n\nclass C:\n    def g(self):\n        return 2\n"
+
+
+def test_outline_separates_bodies_from_the_rest() -> None:
+    base, spans = _outline(SOURCE)
+    assert spans == [(5, 5), (10, 10)]
+    body, _ = _outline(SOURCE.replace("return 1", "return 3"))
+    assert body.skeleton == base.skeleton and body.bodies[0] != base.bodies[0] and body.bodies[1] == base.bodies[1]
+    outside, _ = _outline(SOURCE.replace("import x", "import y"))
+    assert outside.skeleton != base.skeleton and outside.bodies == base.bodies
+    # a form feed is no line end for CPython: the spans still name the bodies
+    fed, fed_spans = _outline(SOURCE.replace("import x", "import x \x0c"))
+    assert fed_spans == spans and fed.bodies == base.bodies
+
+
+def test_plan_names_the_roots_that_ran_a_changed_body() -> None:
+    from spmdcheck import incremental
+
+    roots = [((), [], [], []), ((0, 0), [(0, 0)], [], []), ((0, 1), [(0, 1)], [], []), ((0, 2), [(0, 1)], [(0, 0)], [])]
+    record = _record(SOURCE, roots)
+    edited = SOURCE.replace("return 1", "return 3")
+    outline, _ = _outline(edited)
+    plan = incremental.plan_selective(record, ["m.py"], [outline], [edited])
+    assert plan is not None
+    # (0, 2) reused a result (0, 0) computed: it runs again too
+    assert plan.run_only == {(0, 0), (0, 2)} and plan.changed == {"m.py"}
+    # the top level ran the changed body: the whole program answers
+    record.roots[0] = ((), [(0, 0)], [], [])
+    assert incremental.plan_selective(record, ["m.py"], [outline], [edited]) is None
+
+
+def test_plan_refuses_writers_and_edits_outside_bodies() -> None:
+    from spmdcheck import incremental
+
+    roots = [((), [], [], []), ((0, 0), [(0, 0)], [], [])]
+    record = _record(SOURCE, roots)
+    outside = SOURCE.replace("import x", "import y")
+    assert incremental.plan_selective(record, ["m.py"], [_outline(outside)[0]], [outside]) is None
+    edited = SOURCE.replace("return 1", "return 3")
+    record.writer = True
+    assert incremental.plan_selective(record, ["m.py"], [_outline(edited)[0]], [edited]) is None
+
+
+def test_merge_keeps_the_first_report_in_queue_order() -> None:
+    from spmdcheck import incremental
+
+    old = _record(SOURCE, [((), [], [], []), ((0, 0), [], [], [["m.py", "k", ["old-0"]]]), ((0, 1), [], [], [])])
+    fresh = [((0, 1), [], [], [["m.py", "k", ["new-1"]], ["m.py", "j", ["new-1b"]]]), ((1, 1, 0), [], [], [])]
+    merged = incremental.merge(old, fresh, {(0, 1), (1, 1, 0)})
+    assert [r[0] for r in merged] == [(), (0, 0), (0, 1), (1, 1, 0)]
+    assert incremental.merged_diagnostics(merged) == {"m.py": [["old-0"], ["new-1b"]]}
+
+
+def test_a_record_that_does_not_have_the_shape_is_none() -> None:
+    from spmdcheck import incremental
+
+    assert incremental.ProgramRecord.from_plain({"version": 1, "paths": 3}) is None
+    assert incremental.ProgramRecord.from_plain([]) is None
+    good = _record(SOURCE, [((), [], [], [])]).plain()
+    assert incremental.ProgramRecord.from_plain(good) is not None
