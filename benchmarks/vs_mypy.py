@@ -89,34 +89,36 @@ def main() -> int:
     originals = {f: pathlib.Path(f).read_bytes() for f in (edited, checked)}
     counter = iter(range(10**9))
 
+    # Edits accumulate, as a user's do: each row edits the file as the previous row left it (an edit undone
+    # would be answered by the cached results of the state before it).
     def append(path: str, line: str):  # noqa: ANN202
         def edit() -> None:
-            pathlib.Path(path).write_bytes(originals[path] + line.format(next(counter)).encode())
+            target = pathlib.Path(path)
+            target.write_bytes(target.read_bytes() + line.format(next(counter)).encode())
 
         return edit
 
     def in_body(path: str):  # noqa: ANN202
         """A statement inserted before the last statement of the file's first function with a body of its own
         lines (what most edits are: inside a function), a different one each time."""
-        text = originals[path].decode("utf-8")
-        tree = ast.parse(text)
-        fn = next(
-            (
-                n
-                for n in ast.walk(tree)
-                if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.body[0].lineno > n.lineno
-            ),
-            None,
-        )
-        lines = text.splitlines(keepends=True)
 
         def edit() -> None:
+            target = pathlib.Path(path)
+            text = target.read_text(encoding="utf-8")
+            fn = next(
+                (
+                    n
+                    for n in ast.walk(ast.parse(text))
+                    if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.body[0].lineno > n.lineno
+                ),
+                None,
+            )
             if fn is None:
                 return
+            lines = text.splitlines(keepends=True)
             at = fn.body[-1].lineno - 1
             indent = lines[at][: len(lines[at]) - len(lines[at].lstrip())]
-            edited = [*lines[:at], f"{indent}_edit = {next(counter)}\n", *lines[at:]]
-            pathlib.Path(path).write_text("".join(edited), encoding="utf-8")
+            target.write_text("".join([*lines[:at], f"{indent}_edit = {next(counter)}\n", *lines[at:]]), "utf-8")
 
         return edit
 

@@ -569,8 +569,8 @@ def _failed(results: list[FileResult]) -> bool:
 def _program_record(files: list[LoadedFile], recorder: Recorder) -> dict | None:
     from spmdcheck import incremental
 
-    if any(f.spans is None for f in files):
-        return None
+    if any(f.spans is None for f in files) or recorder.writer:
+        return None  # a writer's program is always analysed whole: no record to keep
     return incremental.ProgramRecord(
         [f.path for f in files],
         [incremental.outline(f.text, f.blanked or f.text, f.spans or ()) for f in files],
