@@ -178,7 +178,7 @@ def plan_selective(
     shown = [display_path(p) for p in shifted]
     affected: set[tuple] = set()
     grew = True
-    while grew:  # a root that runs again runs its nested functions again, which may provide for later roots
+    while grew:  # to a fixed point: what runs again makes what depends on it run again, and the other way
         grew = False
         for key, units, providers, diags in record.roots:
             if key == TOP or key in affected:
@@ -191,10 +191,18 @@ def plan_selective(
             ):
                 affected.add(key)
                 grew = True
+        for key, _, providers, _ in record.roots:
+            if key in affected:
+                # a result it reused may have been changed by its provider after it was memoised (the same
+                # object): its providers run again first, so that it reuses what it reused before
+                more = {p for p in providers if p != TOP} - affected
                 node = parent(key)
                 while node is not None:  # only the root that queued a nested function can run it again
-                    affected.add(node)
+                    more.add(node)
                     node = parent(node)
+                if more - affected:
+                    affected.update(more)
+                    grew = True
     needed = set(top[1])
     for key, units, _, _ in record.roots:
         if descends(key, affected):

@@ -144,7 +144,7 @@ def test_a_damaged_record_is_ignored(project: pathlib.Path) -> None:
     assert "whole program" in trace
 
 
-WRITER = """\
+SHARED = """\
     import torch
     import torch.distributed as dist
 
@@ -160,7 +160,7 @@ WRITER = """\
 
 
     def setup():
-        HOLDER.t = torch.zeros(2)  # a write to an object the top level made: other roots see it
+        HOLDER.t = torch.zeros(2)  # a write to an object the top level made: undone when this check ends
         dist.all_reduce(HOLDER.t, group=GROUP)
 
 
@@ -170,10 +170,25 @@ WRITER = """\
 """
 
 
-def test_a_program_whose_roots_write_shared_state_runs_whole(tmp_path: pathlib.Path) -> None:
-    write(tmp_path, {"w.py": WRITER})
+def test_writes_to_objects_other_checks_see_are_undone(tmp_path: pathlib.Path) -> None:
+    write(tmp_path, {"w.py": SHARED})
     check(tmp_path)
     edit(tmp_path / "w.py", "    return HOLDER.t + 1", "    return HOLDER.t + 2")
+    assert "selective" in same_as_fresh(tmp_path)
+
+
+def test_a_program_whose_checks_attach_contracts_runs_whole(tmp_path: pathlib.Path) -> None:
+    # torchtitan's config fields: a function's check attaches a module contract every later check sees
+    fixture = ROOT / "fixtures" / "torchtitan_style" / "config_fields_ok.py"
+    (tmp_path / "m.py").write_text(fixture.read_text())
+    assert "whole program" in check(tmp_path).stderr
+    text = (tmp_path / "m.py").read_text()
+    tree = ast.parse(text)
+    fn = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.body[0].lineno > n.lineno)
+    lines = text.splitlines(keepends=True)
+    at = fn.body[-1].lineno - 1
+    indent = lines[at][: len(lines[at]) - len(lines[at].lstrip())]
+    (tmp_path / "m.py").write_text("".join([*lines[:at], indent + "_edited = 0\n", *lines[at:]]))
     trace = same_as_fresh(tmp_path)
     assert "whole program" in trace and "selective" not in trace
 

@@ -11,6 +11,7 @@ layouts, its returned value against out_src.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from dataclasses import field as _dc_field
 from typing import TYPE_CHECKING
@@ -308,7 +309,7 @@ def call_module(
     # a field's module gets its parameters typed, not its buffers: torchtitan's RoPE cache, typed R by its
     # contract, reaches `local_map(out_types={dp: S(0), ...})` returns (spmd_types 0.3.1 itself rejects that R
     # there, so the cache cannot be typed so at run time by the path the checker follows)
-    typed_state(module, contract, parameters_only=from_slot is not None)
+    typed_state(module, contract, parameters_only=from_slot is not None, remember=interp.remember_attr)
     names = [p.name.value for p in (*forward.node.params.posonly_params, *forward.node.params.params)][1:]
     routed: list[Arg] = []
     position = 0
@@ -363,8 +364,14 @@ def _check_source(
         )
 
 
-def typed_state(receiver: Value, contract: MethodContract, parameters_only: bool = False) -> None:
-    """The module's parameters and buffers (or only its parameters) as its contract lays them out."""
+def typed_state(
+    receiver: Value,
+    contract: MethodContract,
+    parameters_only: bool = False,
+    remember: Callable[[InstanceValue, str], None] | None = None,
+) -> None:
+    """The module's parameters and buffers (or only its parameters) as its contract lays them out; `remember`
+    is told of each write first (a module shared by other checks gets its attributes back afterwards)."""
     if not isinstance(receiver, InstanceValue):
         return
     for name, axes in contract.state.items():
@@ -373,6 +380,8 @@ def typed_state(receiver: Value, contract: MethodContract, parameters_only: bool
             continue
         if have is None or have is UNKNOWN or (isinstance(have, TensorValue) and not have.typed):
             rank = have.rank if isinstance(have, TensorValue) else None
+            if remember is not None:
+                remember(receiver, name)
             receiver.attrs[name] = TensorValue(SpmdType(axes), GradState.UNKNOWN, rank, leaf=True)
 
 

@@ -31,6 +31,7 @@ from spmdcheck.analysis.values import (
     DictValue,
     DimSize,
     FunctionValue,
+    Generation,
     Homogeneous,
     InstanceValue,
     LayoutValue,
@@ -203,6 +204,7 @@ class Interpreter:
         self.checked_nodes: set[int] = set()  # functions already checked on their own (ids of their nodes)
         self.log: RootLog | None = None  # what each root depends on (a cached run records it; see roots.py)
         self.spelling_undo: list[tuple[FileContext, str, dict[str, str]]] | None = None  # see check_functions
+        self.attr_undo: list[tuple[InstanceValue, str, object]] | None = None  # see check_functions
 
     # ------------------------------------------------------------------ entry
     def run_module(self, module: cst.Module) -> None:
@@ -274,17 +276,27 @@ class Interpreter:
                 continue
             if log is not None:
                 log.enter(key if key is not None else ("again", len(log.order)))
-            # how a file spells spmd_types and Megatron (for suggestions) is what its top level imports: an
-            # import inside a function spells them only until that function's check ends
-            self.spelling_undo = []
+            # Each function is checked on the state the top level left: what its check writes to objects made
+            # before it (by the top level, or shared by every method of a class) is undone when it ends, and how
+            # a file spells spmd_types and Megatron (for suggestions) is what its top level imports (an import
+            # inside a function spells them only until that function's check ends). So no check depends on
+            # which were checked before it (and incremental.py can run some of them alone).
+            Generation.current += 1
+            self.spelling_undo, self.attr_undo = [], []
             try:
                 self.analyze_function(fn, scope, owner)
             finally:
                 for ctx, alias, names in reversed(self.spelling_undo):
                     ctx.spmd_alias, ctx.megatron_names = alias, names
-                self.spelling_undo = None
+                for obj, name, old in reversed(self.attr_undo):
+                    if old is _ABSENT:
+                        obj.attrs.pop(name, None)
+                    else:
+                        obj.attrs[name] = old
+                self.spelling_undo = self.attr_undo = None
                 if log is not None:
                     log.leave()
+        Generation.current = 0
 
     def enter_scope(self, scope: Scope) -> tuple:
         """Switch to another module's file and globals (a call into it); returns what to restore."""
@@ -345,7 +357,6 @@ class Interpreter:
             finally:
                 if log is not None:
                     log.built[id(cls)] = (log.current, log.pop())
-                    log.share(built.attrs)  # the objects it holds are every method's copy's objects
         elif log is not None and id(cls) in log.built:
             log.reuse(*log.built[id(cls)])
         return InstanceValue(cls, dict(built.attrs))  # each method sees its own copy
@@ -659,9 +670,14 @@ class Interpreter:
         """Write an object's attribute (None: remove it), logged for the `if` arms being run."""
         for log in self.attr_logs:
             log.append((owner, name, owner.attrs.get(name)))
-        if self.log is not None:
-            self.log.write_to(owner)
+        self.remember_attr(owner, name)
         _put_attr(owner, name, value)
+
+    def remember_attr(self, owner: InstanceValue, name: str) -> None:
+        """Before a write to an object another check made (or the top level): its old value, restored when
+        the running check ends, so no check sees what another wrote (see `check_functions`)."""
+        if self.attr_undo is not None and owner.born != Generation.current:
+            self.attr_undo.append((owner, name, owner.attrs.get(name, _ABSENT)))
 
     def _attr_writes(self) -> _AttrWriteLog:
         """The attribute writes made within the block (each with the value it replaced)."""
@@ -1389,6 +1405,9 @@ class _AttrWriteLog:
 
     def __exit__(self, *exc: object) -> None:
         self.logs.pop()
+
+
+_ABSENT = object()  # an attribute an object did not have (attr_undo)
 
 
 def _put_attr(owner: InstanceValue, name: str, value: Value | None) -> None:

@@ -17,6 +17,7 @@ import libcst as cst
 from spmdcheck.analysis.context import BindObserver, FileContext, Options, ProgramState
 from spmdcheck.analysis.interpreter import Interpreter, Scope
 from spmdcheck.analysis.roots import RootLog
+from spmdcheck.analysis.values import Generation
 from spmdcheck.program.graph import ModuleFile, ModuleGraph
 from spmdcheck.rules.stubs import Registry
 
@@ -91,10 +92,6 @@ def analyze_program(
     for run in ordered:
         if run.state == "pending":
             _run_top_level(interp, run)
-    if log is not None:
-        for run in runs.values():
-            if run.scope is not None:
-                log.share(run.scope.globals)  # what the top level made, every root sees
     interp.check_functions()
     return ProgramResult(program, {run.unit.path: run.ctx for run in runs.values() if run.unit.module is not None})
 
@@ -150,10 +147,14 @@ def _run_top_level(interp: Interpreter, run: _ModuleRun) -> None:
     run.state = "running"
     # the scope exists (and is importable, for cycles) before the body finishes
     run.scope = Scope(run.ctx, {})
+    # a module's top level makes shared objects, also when a function's check imports it first (a library)
+    generation, Generation.current = Generation.current, 0
+    undo, interp.attr_undo = interp.attr_undo, None
     try:
         interp.run_scope(run.scope, run.unit.module)
     finally:
         run.state = "done"
+        Generation.current, interp.attr_undo = generation, undo
 
 
 def map_units(log: RootLog, index: int, unit: SourceUnit) -> None:

@@ -14,9 +14,9 @@ the k-th function the top level queued is `(0, k)`, and the j-th nested function
 `(d, *path)` queued while it ran is `(d + 1, *path, j)`; these keys sort in queue order. A root that
 runs again has all its nested functions run again (`parent` names the root that queued one).
 
-A root that changes state other roots read (attaches a module contract, writes an attribute of an
-object made by the top level or shared between the methods of a class, queues a function again) is a
-*writer*: a program with one is always analysed whole again.
+A root that changes state other roots read (attaches a module contract, narrows a config field, queues
+a function again, teaches a file an axis name) is a *writer*: a program with one is always analysed
+whole again. (What a root writes to objects others made is undone when it ends: interpreter.py.)
 """
 
 from __future__ import annotations
@@ -59,7 +59,6 @@ class RootLog:
         self._queued: dict[tuple, int] = {}  # root -> nested functions it queued so far
         self._top_queued = 0
         self.writer = False
-        self.shared: set[int] = set()  # ids of objects several roots see (writes to them make a writer)
         self.built: dict[int, tuple[tuple, frozenset[Unit]]] = {}  # class id -> (builder root, units)
         self.unmapped: set[int] = set()  # files whose function bodies could not be numbered
 
@@ -129,34 +128,6 @@ class RootLog:
     def wrote_shared(self) -> None:
         if self.current != TOP:
             self.writer = True
-
-    def write_to(self, owner: object) -> None:
-        if self.current != TOP and id(owner) in self.shared:
-            self.writer = True
-
-    def share(self, value: object, depth: int = 0, seen: set[int] | None = None) -> None:
-        """Mark the objects a value holds (through attributes, elements, class namespaces) as seen by
-        several roots: a later write to one of them from a function root is a write to shared state."""
-        seen = set() if seen is None else seen
-        if depth > 12 or id(value) in seen:
-            return
-        seen.add(id(value))
-        if isinstance(value, (list, tuple, set, frozenset)):
-            for inner in value:
-                self.share(inner, depth + 1, seen)
-            return
-        if isinstance(value, dict):
-            for inner in value.values():
-                self.share(inner, depth + 1, seen)
-            return
-        fields = getattr(value, "__dict__", None)
-        if not isinstance(fields, dict) or type(value).__module__ != "spmdcheck.analysis.values":
-            return
-        if isinstance(fields.get("attrs"), dict):
-            self.shared.add(id(value))  # an object: its attributes can be written
-        for name, inner in fields.items():
-            if name not in ("node", "scope", "outer"):  # syntax and scopes hold no objects of their own
-                self.share(inner, depth + 1, seen)
 
 
 ELIDED = "__spmdcheck_elided__"  # the statement a selective run leaves in place of a body it does not need

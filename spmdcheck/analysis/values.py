@@ -328,12 +328,21 @@ class ClassValue(Value):
         return None
 
 
+class Generation:
+    """Which check of a program is running: 0 while module top levels run, then one number per function
+    checked on its own. An object records the check that made it: one made before the running check is
+    shared with other checks, and what that check writes to it is undone when it ends (interpreter.py)."""
+
+    current = 0
+
+
 @dataclass(eq=False)
 class InstanceValue(Value):
     """An object of a checked class: its attributes as the analysis has seen them assigned."""
 
     cls: ClassValue
     attrs: dict[str, Value] = field(default_factory=dict)
+    born: int = field(default_factory=lambda: Generation.current, repr=False)
 
     def snapshot(self) -> tuple:
         """The object's state as a memo key: its class and attributes (copies of one object share it)."""
