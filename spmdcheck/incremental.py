@@ -178,7 +178,7 @@ def plan_selective(
     shown = [display_path(p) for p in shifted]
     affected: set[tuple] = set()
     grew = True
-    while grew:  # to a fixed point: what runs again makes what depends on it run again, and the other way
+    while grew:  # to a fixed point: what runs again makes its consumers and the roots that queued it run again
         grew = False
         for key, units, providers, diags in record.roots:
             if key == TOP or key in affected:
@@ -191,11 +191,9 @@ def plan_selective(
             ):
                 affected.add(key)
                 grew = True
-        for key, _, providers, _ in record.roots:
+        for key, _, _, _ in record.roots:
             if key in affected:
-                # a result it reused may have been changed by its provider after it was memoised (the same
-                # object): its providers run again first, so that it reuses what it reused before
-                more = {p for p in providers if p != TOP} - affected
+                more: set[tuple] = set()
                 node = parent(key)
                 while node is not None:  # only the root that queued a nested function can run it again
                     more.add(node)

@@ -44,6 +44,7 @@ from spmdcheck.analysis.values import (
     Value,
     carries_types,
     join,
+    share_objects,
 )
 from spmdcheck.lattice import AxisType, GradState, Kind, Linearity, Operand, SpmdType, infer_axis
 from spmdcheck.rules.model import OpRule, Param, ParamRole, Returns
@@ -867,6 +868,11 @@ def call_function(
             if key is not None:
                 from spmdcheck.analysis.interpreter import Summary
 
+                # what the summary keeps, later checks see: writes to it are undone from now on
+                share_objects(result)
+                for _, obj in instances:
+                    for value in obj.attrs.values():
+                        share_objects(value)
                 interp.summaries[key] = Summary(
                     result,
                     _distinct_sites(interp.collectives[start:]),

@@ -54,6 +54,7 @@ from spmdcheck.analysis.values import (
     Value,
     alternatives_of,
     join,
+    share_objects,
 )
 from spmdcheck.frontend.guard import string_value
 from spmdcheck.lattice import AxisType, GradState, Kind, SpmdType
@@ -355,6 +356,7 @@ class Interpreter:
                 if isinstance(init, FunctionValue):
                     calls.call_function(self, init, [], init.node, receiver=built)
             finally:
+                share_objects(built.attrs)  # every method's copy holds these objects: writes to them are undone
                 if log is not None:
                     log.built[id(cls)] = (log.current, log.pop())
         elif log is not None and id(cls) in log.built:

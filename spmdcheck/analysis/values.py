@@ -487,3 +487,28 @@ def carries_types(value: Value | None, depth: int = 3) -> bool:
     if isinstance(value, InstanceValue):
         return any(carries_types(item, depth - 1) for item in value.attrs.values())
     return isinstance(value, (ScalarValue, GroupValue, MeshValue))
+
+
+def share_objects(value: Value, depth: int = 0, seen: set[int] | None = None) -> None:
+    """Mark the objects a value holds as shared (`born` 0, as if the top level made them): a value a call
+    summary or a built module keeps is seen by later checks, and what the check that made it writes to it
+    afterwards is undone when that check ends, like any other check's writes (interpreter.py)."""
+    seen = set() if seen is None else seen
+    if depth > 8 or id(value) in seen:
+        return
+    kind = type(value)
+    if kind is InstanceValue:
+        seen.add(id(value))
+        value.born = 0  # type: ignore[attr-defined]
+        for inner in list(value.attrs.values()):  # type: ignore[attr-defined]
+            share_objects(inner, depth + 1, seen)
+    elif kind is Seq or kind is Chain:
+        for inner in value.items:  # type: ignore[attr-defined]
+            share_objects(inner, depth + 1, seen)
+    elif kind is Homogeneous:
+        share_objects(value.item, depth + 1, seen)  # type: ignore[attr-defined]
+    elif kind is DictValue:
+        for _, inner, _ in value.items:  # type: ignore[attr-defined]
+            share_objects(inner, depth + 1, seen)
+    elif kind is MethodValue or kind is BoundMethod:
+        share_objects(value.receiver, depth + 1, seen)  # type: ignore[attr-defined]
