@@ -181,6 +181,7 @@ class Recorder:
     file_diags: dict[str, list] = field(default_factory=dict)
     writer: bool = False
     unmapped: list[int] = field(default_factory=list)
+    top_writers: list[int] = field(default_factory=list)
 
 
 def _check_sources(
@@ -283,6 +284,7 @@ def _check_sources(
     if log is not None and recorder is not None:
         recorder.roots = _root_records(log, positions, result.program.sites, units)
         recorder.writer, recorder.unmapped = log.writer, sorted(log.unmapped)
+        recorder.top_writers = sorted(log.top_writers)
     if selective is not None and recorder is not None:
         # the roots that ran again, with the others' diagnostics as recorded (and the diagnostics made
         # before the analysis of the files that did not change, which were parsed with bodies left out)
@@ -542,7 +544,7 @@ def check_program_recorded(
             why = "a writer"
             try:
                 results = _check_program(files, settings, registry, recorder, selective.elided)  # type: ignore[attr-defined]
-                if not recorder.writer and not _failed(results):
+                if not recorder.writer and not recorder.top_writers and not _failed(results):
                     _trace(f"selective: {len(selective.run_only)} of {len(selective.known)} roots ran again")  # type: ignore[attr-defined]
                     return results, _program_record(files, recorder)
             except ElidedBody:
@@ -579,6 +581,7 @@ def _program_record(files: list[LoadedFile], recorder: Recorder) -> dict | None:
         recorder.roots,
         recorder.writer,
         recorder.unmapped,
+        recorder.top_writers,
     ).plain()
 
 
@@ -873,7 +876,16 @@ def _selective_plan(program: list[LoadedFile], store: object, hashes: dict[str, 
         return shape, None
     outlines = [incremental.outline(f.text, f.blanked or f.text, f.spans or ()) for f in program]
     planned = [f.blanked or f.text for f in program]
-    return shape, incremental.plan_selective(record, [f.path for f in program], outlines, planned)
+    index = {f.path: i for i, f in enumerate(program)}
+    graph = _program_graph(program)
+    by_name = {m.name: index[m.path] for m in graph.modules.values() if m.path in index}
+    importers: dict[int, set[int]] = {}
+    for name, targets in graph.edges.items():
+        for target in targets:
+            if name in by_name and target in by_name:
+                importers.setdefault(by_name[target], set()).add(by_name[name])
+    spans = [list(f.spans or ()) for f in program]
+    return shape, incremental.plan_selective(record, [f.path for f in program], outlines, planned, spans, importers)
 
 
 def _analysed_digest(f: LoadedFile) -> str | None:

@@ -8,7 +8,8 @@ the program with the bodies no affected root needs left out, runs every module's
 only the affected roots; the other roots' diagnostics come from the record, merged in root order as
 the program itself de-duplicates them. The selective run is the whole analysis again, falling back
 to it (never to a guess) when:
-- anything outside function bodies changed in a file, or the axis names it mentions;
+- a file gained or lost a function body, or changed the axis names it mentions, or a module's top level
+  wrote to what another module's top level made (then an edit outside bodies cannot be followed);
 - the top level executed a changed body, or any root of the last run was a writer (roots.py);
 - the run enters a body it left out, or becomes a writer itself;
 - a changed file's bodies could not be numbered, or a file held a syntax error.
@@ -26,7 +27,7 @@ from typing import Any
 from spmdcheck import prepass
 from spmdcheck.analysis.roots import ELIDED, TOP, descends, parent
 
-RECORD_VERSION = 1
+RECORD_VERSION = 2
 _LINE_END = re.compile(r"(\r\n|\r|\n)")
 
 
@@ -95,6 +96,7 @@ class ProgramRecord:
     roots: list[tuple[tuple, list[tuple[int, int]], list[tuple], list[list]]]  # key, units, providers, diags
     writer: bool = False
     unmapped: list[int] = field(default_factory=list)
+    top_writers: list[int] = field(default_factory=list)
 
     def plain(self) -> dict:
         return {
@@ -107,6 +109,7 @@ class ProgramRecord:
                       for k, units, providers, diags in self.roots],
             "writer": self.writer,
             "unmapped": self.unmapped,
+            "top_writers": self.top_writers,
         }
 
     @classmethod
@@ -130,6 +133,7 @@ class ProgramRecord:
                 ],
                 bool(data["writer"]),
                 [int(i) for i in data["unmapped"]],
+                [int(i) for i in data["top_writers"]],
             )
         except (AttributeError, KeyError, TypeError, ValueError):
             return None
@@ -147,9 +151,15 @@ class Selective:
 
 
 def plan_selective(
-    record: ProgramRecord, paths: list[str], outlines: list[Outline], planned: list[str]
+    record: ProgramRecord,
+    paths: list[str],
+    outlines: list[Outline],
+    planned: list[str],
+    spans: list[list[tuple[int, int]]] | None = None,
+    importers: dict[int, set[int]] | None = None,
 ) -> Selective | None:
-    """None when only the whole program can answer (see the module docstring)."""
+    """None when only the whole program can answer (see the module docstring). `spans`: each file's body
+    spans now; `importers`: for each file, the files that import it (by index), directly."""
     if record.writer or paths != record.paths or len(outlines) != len(record.outlines):
         return None
     if any("SPMD001" in str(d) or "SPMD000" in str(d) for d in record.file_diags.values()):
@@ -157,18 +167,32 @@ def plan_selective(
     changed_units: set[tuple[int, int]] = set()
     changed: set[str] = set()
     shifted: set[str] = set()
+    outside: set[int] = set()  # files changed outside their bodies
     for i, (new, old) in enumerate(zip(outlines, record.outlines)):
         if new == old:
             continue
-        if new.skeleton != old.skeleton or len(new.bodies) != len(old.bodies) or new.axes != old.axes:
+        if len(new.bodies) != len(old.bodies) or new.axes != old.axes or i in record.unmapped:
             return None
-        if i in record.unmapped:
-            return None
+        if new.skeleton != old.skeleton:
+            if record.top_writers or importers is None:
+                return None  # a top level wrote to another's objects: what reads an edited one is unknown
+            outside.add(i)
         changed.add(paths[i])
         changed_units.update((i, k) for k, (a, b) in enumerate(zip(new.bodies, old.bodies)) if a != b)
-        if new.lengths != old.lengths:
+        moved = spans is not None and [tuple(x) for x in spans[i]] != [tuple(x) for x in record.spans[i]]
+        if moved or new.lengths != old.lengths or new.skeleton != old.skeleton:
             shifted.add(paths[i])
-    if not changed_units:
+    # An edit outside the bodies of a file changes its module's names (and what its top level made): every
+    # root that ran code of that file, or of a file importing it (directly or not: names travel through
+    # imports), runs again. The top level itself always runs again.
+    readers: set[int] = set()
+    todo = list(outside)
+    while todo:
+        i = todo.pop()
+        if i not in readers:
+            readers.add(i)
+            todo.extend((importers or {}).get(i, ()))
+    if not changed_units and not readers:
         return None
     top = next((r for r in record.roots if r[0] == TOP), None)
     if top is None or changed_units.intersection(top[1]):
@@ -186,6 +210,7 @@ def plan_selective(
             if (
                 descends(key, affected)
                 or changed_units.intersection(units)
+                or any(u[0] in readers for u in units)
                 or affected.intersection(providers)
                 or any(d[0] in shifted or any(s in d[2][7] for s in shown) for d in diags)
             ):

@@ -128,9 +128,63 @@ def test_a_call_into_a_body_left_out_falls_back_to_the_whole_program(project: pa
     assert "abandoned" in trace and "whole program" in trace
 
 
-def test_an_edit_outside_bodies_runs_the_whole_program(project: pathlib.Path) -> None:
+def test_an_edit_outside_bodies_runs_the_roots_that_read_the_module(project: pathlib.Path) -> None:
+    # a new module-level name in layers.py: what runs code of layers.py or of a file importing it runs again
     edit(project / "pkg/layers.py", 'GROUP = mesh.get_group("tp")', 'GROUP = mesh.get_group("tp")\nEXTRA = 1')
+    assert "selective" in same_as_fresh(project)
+    # a module-level value every reduction reads changes: the findings of both files change with it
+    before = json.loads(check(project).stdout)
+    edit(project / "pkg/layers.py", 'GROUP = mesh.get_group("tp")', "GROUP = None")
+    assert "selective" in same_as_fresh(project)
+    assert json.loads(check(project).stdout) != before
+
+
+def test_a_new_function_runs_the_whole_program(project: pathlib.Path) -> None:
+    edit(project / "pkg/layers.py", "def scale(t):", "def extra(t):\n    return t\n\n\ndef scale(t):")
     trace = same_as_fresh(project)
+    assert "whole program" in trace and "selective" not in trace
+
+
+TOP_WRITER = {
+    "pkg/__init__.py": "",
+    "pkg/state.py": """\
+        import torch
+
+
+        class Box:
+            def __init__(self):
+                self.t = torch.ones(2)
+
+
+        BOX = Box()
+    """,
+    "pkg/setup.py": """\
+        import torch.distributed as dist
+
+        from pkg import state
+
+        GROUP = dist.new_group([0, 1])
+        state.BOX.t = dist.all_reduce  # the top level writes to an object another module's top level made
+    """,
+    "pkg/use.py": """\
+        import torch.distributed as dist
+
+        from pkg.setup import GROUP
+        from pkg.state import BOX
+
+
+        def use():
+            dist.all_reduce(BOX.t, group=GROUP)
+            return BOX.t
+    """,
+}
+
+
+def test_a_top_level_writing_to_another_module_keeps_edits_outside_bodies_whole(tmp_path: pathlib.Path) -> None:
+    write(tmp_path, TOP_WRITER)
+    check(tmp_path)
+    edit(tmp_path / "pkg/setup.py", "GROUP = dist.new_group([0, 1])", "GROUP = dist.new_group([0, 1, 2])")
+    trace = same_as_fresh(tmp_path)
     assert "whole program" in trace and "selective" not in trace
 
 

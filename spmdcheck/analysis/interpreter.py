@@ -680,6 +680,8 @@ class Interpreter:
         the running check ends, so no check sees what another wrote (see `check_functions`)."""
         if self.attr_undo is not None and owner.born != Generation.current:
             self.attr_undo.append((owner, name, owner.attrs.get(name, _ABSENT)))
+        elif self.log is not None and Generation.current < 0 and owner.born != Generation.current:
+            self.log.top_wrote(owner.born)  # a top level writing to what another module's top level made
 
     def _attr_writes(self) -> _AttrWriteLog:
         """The attribute writes made within the block (each with the value it replaced)."""

@@ -44,6 +44,7 @@ class SourceUnit:
 class _ModuleRun:
     unit: SourceUnit
     ctx: FileContext
+    index: int = 0  # the file's place in the program (its top level runs as generation -1 - index)
     scope: Scope | None = None
     state: str = "pending"  # pending -> running -> done
 
@@ -67,9 +68,9 @@ def analyze_program(
     program = ProgramState(on_bind=on_bind, log=log)
     runs: dict[str, _ModuleRun] = {}
     ordered: list[_ModuleRun] = []
-    for unit in units:
+    for index, unit in enumerate(units):
         ctx = _context(unit, registry, program)
-        run = _ModuleRun(unit, ctx)
+        run = _ModuleRun(unit, ctx, index)
         if unit.module is not None:
             ordered.append(run)
         runs.setdefault(unit.file.name, run)  # two files with one module name: the first is importable
@@ -148,7 +149,7 @@ def _run_top_level(interp: Interpreter, run: _ModuleRun) -> None:
     # the scope exists (and is importable, for cycles) before the body finishes
     run.scope = Scope(run.ctx, {})
     # a module's top level makes shared objects, also when a function's check imports it first (a library)
-    generation, Generation.current = Generation.current, 0
+    generation, Generation.current = Generation.current, -1 - run.index
     undo, interp.attr_undo = interp.attr_undo, None
     try:
         interp.run_scope(run.scope, run.unit.module)
@@ -167,6 +168,8 @@ def map_units(log: RootLog, index: int, unit: SourceUnit) -> None:
         return
     for k, node in enumerate(defs):
         log.unit_of[id(node)] = (index, k)
+    for node in skeleton_defs(unit.module):
+        log.unit_of.setdefault(id(node), (index, -1))  # its code is the file's text outside the bodies
 
 
 def unit_defs(module: cst.Module) -> list[cst.FunctionDef]:
@@ -192,6 +195,42 @@ def unit_defs(module: cst.Module) -> list[cst.FunctionDef]:
                     block([orelse])
                 elif orelse is not None:
                     block(orelse.body.body)
+            elif kind in (cst.Try, cst.TryStar):
+                block(stmt.body.body)
+                for handler in stmt.handlers:
+                    block(handler.body.body)
+                for extra in (stmt.orelse, stmt.finalbody):
+                    if extra is not None:
+                        block(extra.body.body)
+            elif kind in (cst.For, cst.While):
+                block(stmt.body.body)
+                if stmt.orelse is not None:
+                    block(stmt.orelse.body.body)
+            elif kind is cst.With:
+                block(stmt.body.body)
+
+    block(module.body)
+    return out
+
+
+def skeleton_defs(module: cst.Module) -> list[cst.FunctionDef]:
+    """Every function written at statement level outside the units' bodies (one-line functions, methods of
+    nested classes): running one runs the file's text outside the bodies (its unit is (file, -1))."""
+    out: list[cst.FunctionDef] = []
+    units = {id(node) for node in unit_defs(module)}
+
+    def block(statements: Sequence[cst.CSTNode]) -> None:
+        for stmt in statements:
+            kind = type(stmt)
+            if kind is cst.FunctionDef:
+                if id(stmt) not in units:
+                    out.append(stmt)
+            elif kind is cst.ClassDef:
+                block(stmt.body.body)
+            elif kind is cst.If:
+                block(stmt.body.body)
+                if stmt.orelse is not None:
+                    block([stmt.orelse] if type(stmt.orelse) is cst.If else stmt.orelse.body.body)
             elif kind in (cst.Try, cst.TryStar):
                 block(stmt.body.body)
                 for handler in stmt.handlers:

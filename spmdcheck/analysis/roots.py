@@ -59,6 +59,7 @@ class RootLog:
         self._queued: dict[tuple, int] = {}  # root -> nested functions it queued so far
         self._top_queued = 0
         self.writer = False
+        self.top_writers: set[int] = set()  # files whose top level wrote to what another file's top level made
         self.built: dict[int, tuple[tuple, frozenset[Unit]]] = {}  # class id -> (builder root, units)
         self.unmapped: set[int] = set()  # files whose function bodies could not be numbered
 
@@ -128,6 +129,17 @@ class RootLog:
     def wrote_shared(self) -> None:
         if self.current != TOP:
             self.writer = True
+        else:
+            self.top_wrote()
+
+    def top_wrote(self, owner_born: int | None = None) -> None:
+        """A module's top level changed state another module's top level made (an attribute of its object,
+        a contract of its class): an edit outside the bodies of that file then has everything run again."""
+        from spmdcheck.analysis.values import Generation
+
+        here = Generation.current
+        if here < 0 and owner_born != here:
+            self.top_writers.add(-here - 1)
 
 
 ELIDED = "__spmdcheck_elided__"  # the statement a selective run leaves in place of a body it does not need

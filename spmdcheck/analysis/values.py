@@ -329,9 +329,10 @@ class ClassValue(Value):
 
 
 class Generation:
-    """Which check of a program is running: 0 while module top levels run, then one number per function
-    checked on its own. An object records the check that made it: one made before the running check is
-    shared with other checks, and what that check writes to it is undone when it ends (interpreter.py)."""
+    """Which check of a program is running: -1 - i while the top level of the program's i-th file runs, then
+    one positive number per function checked on its own. An object records the check that made it: one made
+    before the running check is shared with other checks, and what that check writes to it is undone when
+    it ends (interpreter.py); 0 marks an object a memoised summary or a built module keeps."""
 
     current = 0
 
@@ -493,6 +494,8 @@ def share_objects(value: Value, depth: int = 0, seen: set[int] | None = None) ->
     """Mark the objects a value holds as shared (`born` 0, as if the top level made them): a value a call
     summary or a built module keeps is seen by later checks, and what the check that made it writes to it
     afterwards is undone when that check ends, like any other check's writes (interpreter.py)."""
+    if Generation.current <= 0:
+        return  # the top level: what it makes is already made before every check
     seen = set() if seen is None else seen
     if depth > 8 or id(value) in seen:
         return
