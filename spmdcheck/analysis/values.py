@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -328,13 +329,17 @@ class ClassValue(Value):
         return None
 
 
-class Generation:
+class _Generation(threading.local):
     """Which check of a program is running: -1 - i while the top level of the program's i-th file runs, then
     one positive number per function checked on its own. An object records the check that made it: one made
     before the running check is shared with other checks, and what that check writes to it is undone when
-    it ends (interpreter.py); 0 marks an object a memoised summary or a built module keeps."""
+    it ends (interpreter.py); 0 marks an object a memoised summary or a built module keeps. One per thread:
+    analyses may run side by side."""
 
     current = 0
+
+
+Generation = _Generation()
 
 
 @dataclass(eq=False)
