@@ -882,8 +882,12 @@ def _selective_plan(program: list[LoadedFile], store: object, hashes: dict[str, 
     importers: dict[int, set[int]] = {}
     for name, targets in graph.edges.items():
         for target in targets:
-            if name in by_name and target in by_name:
-                importers.setdefault(by_name[target], set()).add(by_name[name])
+            # importing a.b.c runs (and binds) the packages a and a.b too: their names reach the importer
+            parts = target.split(".")
+            for k in range(1, len(parts) + 1):
+                package = ".".join(parts[:k])
+                if name in by_name and package in by_name:
+                    importers.setdefault(by_name[package], set()).add(by_name[name])
     spans = [list(f.spans or ()) for f in program]
     return shape, incremental.plan_selective(record, [f.path for f in program], outlines, planned, spans, importers)
 
