@@ -376,3 +376,16 @@ def test_a_record_that_does_not_have_the_shape_is_none() -> None:
     assert incremental.ProgramRecord.from_plain([]) is None
     good = _record(SOURCE, [((), [], [], [])]).plain()
     assert incremental.ProgramRecord.from_plain(good) is not None
+
+
+def test_a_file_named_alone_is_checked_selectively_too(project: pathlib.Path) -> None:
+    # pre-commit names the changed files: their project context forms the same programs run after run
+    def named() -> subprocess.CompletedProcess:
+        return run(["check", "pkg/layers.py", "--output-format", "json"], project, env=TRACE)
+
+    named()
+    edit(project / "pkg/layers.py", "    return t * 2", "    return t * 5")
+    warm = named()
+    cold = run(["check", "pkg/layers.py", "--output-format", "json", "--no-cache"], project)
+    assert "selective" in warm.stderr
+    assert warm.stdout == cold.stdout and warm.returncode == cold.returncode
