@@ -662,6 +662,7 @@ def _cached_prepass(
     from spmdcheck import cache as caching
 
     assert isinstance(store, caching.ResultCache)
+    before = {f: store.index.get(f) for f in files}  # the last scans (their units, for `_words_only`)
     summaries: dict[str, tuple[str, object]] = {}
     for f, h in hashes.items():
         entry = store.scan_summary(f, h)
@@ -693,16 +694,19 @@ def _cached_prepass(
     if key == taint_key:
         try:
             plans = {f: (bool(known[f][0]), tuple((int(a), int(b)) for a, b in known[f][1])) for f in scan_hashes}
-            for f, scan in fresh.items():  # scanned again (an edit that kept what the taint reads): new spans
-                if scan is not None and f in plans:
-                    plans[f] = (plans[f][0], prepass.blank_spans(scan, map(int, known[f][2])))
+            respanned = _respan(plans, known, fresh)
             scans = [
                 fresh.get(f) or (prepass.scan_from_plain(f, summaries[f][1]) if f in summaries else None) for f in files
             ]
             if all(s is not None for f, s in zip(files, scans) if f in summaries):
+                if respanned:
+                    store.set_taint(key, respanned)
                 return scans, plans
         except (KeyError, TypeError, ValueError, IndexError):
             pass
+    reused = _words_only(store, files, fresh, before, summaries, seeds)
+    if reused is not None:
+        return reused
     scans = []
     missing: list[str] = []
     for f in files:
@@ -718,11 +722,87 @@ def _cached_prepass(
         scans = [again[f] if f in again else s for f, s in zip(files, scans)]
     plans = taint(scans)
     matters = {s.path: [i for i, u in enumerate(s.units) if u.matters] for s in scans if s is not None}
+    new_key = caching.tree_key({f: summaries[f][0] for f in files if f in summaries})
     store.set_taint(
-        caching.tree_key({f: summaries[f][0] for f in files if f in summaries}),
+        new_key,
         {f: [relevant, [list(b) for b in blank], matters.get(f, [])] for f, (relevant, blank) in plans.items()},
     )
+    vocabulary: set[str] = set()
+    for scan in scans:
+        for unit in scan.units if scan is not None else ():
+            vocabulary.update(unit.binds, unit.attrs)
+            if unit.method is not None:
+                vocabulary.add(unit.method)
+    store.set_vocabulary(new_key, sorted(vocabulary))
     return scans, plans
+
+
+def _words_only(
+    store: object,
+    files: list[str],
+    fresh: dict[str, prepass.FileScan | None],
+    before: dict[str, object],
+    summaries: dict[str, tuple[str, object]],
+    seeds: Callable[[], frozenset[str]],
+) -> tuple[list[prepass.FileScan | None], dict[str, tuple[bool, tuple[tuple[int, int], ...]]]] | None:
+    """The last taint again, when the files scanned anew differ from their last scans only in identifiers
+    that are no seed and that no unit anywhere binds, calls as a method or reads as `self.<attr>`: the
+    taint meets words only there (prepass.spread), so no unit's taint can change. None otherwise."""
+    from spmdcheck import cache as caching
+
+    assert isinstance(store, caching.ResultCache)
+    key, known = store.taint
+    if not key or set(known) != {f for f in files if f in summaries}:
+        return None
+    changed = [f for f in files if f in fresh and fresh[f] is not None]
+    if not changed or len(changed) > 8:
+        return None
+    vocabulary = store.vocabulary()
+    if vocabulary is None:
+        return None
+    meaningful = vocabulary | seeds()
+    for f in changed:
+        entry = before.get(f)
+        if not isinstance(entry, tuple) or f not in known:
+            return None
+        old_units = store.scan_units(f, entry[0])
+        _, new_units = prepass.scan_to_plain(fresh[f])  # type: ignore[arg-type]
+        if not isinstance(old_units, list) or len(old_units) != len(new_units):
+            return None
+        for old, new in zip(old_units, new_units):
+            if not isinstance(old, list) or len(old) != len(new) or old[:1] + old[3:] != new[:1] + new[3:]:
+                return None
+            if not meaningful.isdisjoint(set(old[1]) ^ set(new[1])):
+                return None
+    try:
+        plans = {f: (bool(known[f][0]), tuple((int(a), int(b)) for a, b in known[f][1])) for f in known}
+        respanned = _respan(plans, known, fresh) or dict(known)
+    except (KeyError, TypeError, ValueError, IndexError):
+        return None
+    scans = [fresh.get(f) or (prepass.scan_from_plain(f, summaries[f][1]) if f in summaries else None) for f in files]
+    if not all(s is not None for f, s in zip(files, scans) if f in summaries):
+        return None
+    new_key = caching.tree_key({f: summaries[f][0] for f in files if f in summaries})
+    store.set_taint(new_key, respanned)
+    store.set_vocabulary(new_key, sorted(vocabulary))
+    return scans, plans
+
+
+def _respan(
+    plans: dict[str, tuple[bool, tuple[tuple[int, int], ...]]],
+    known: dict[str, list],
+    fresh: dict[str, prepass.FileScan | None],
+) -> dict[str, list] | None:
+    """The spans to blank in the files scanned anew (an edit that kept their taint may move their bodies),
+    from the units that mattered, in `plans`; the taint to store for them (None: no file was scanned)."""
+    stored = None
+    for f, scan in fresh.items():
+        if scan is not None and f in plans:
+            blank = prepass.blank_spans(scan, map(int, known[f][2]))
+            plans[f] = (plans[f][0], blank)
+            stored = stored or dict(known)
+            stored[f] = [plans[f][0], [list(b) for b in blank], known[f][2]]
+    return stored
 
 
 def seed_words_for(settings: Settings, registry: Registry | None = None) -> frozenset[str]:

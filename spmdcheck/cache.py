@@ -245,6 +245,18 @@ class ResultCache:
         self._new_units[path] = (content, units)
         self.dirty = self.scans_dirty = True
 
+    def vocabulary(self) -> set[str] | None:
+        """The names the last taint's units bind, call as methods or read as `self.<attr>` (read on demand)."""
+        doc = self._read(self._sibling("vocabulary"))
+        words = doc.get("words") if doc is not None else None
+        if isinstance(words, list) and all(isinstance(w, str) for w in words) and doc.get("taint") == self.taint[0]:
+            return set(words)
+        return None
+
+    def set_vocabulary(self, taint_key: str, words: list[str]) -> None:
+        doc = {"version": FORMAT_VERSION, "key": self.key, "taint": taint_key, "words": words}
+        _write_atomically(self._sibling("vocabulary"), doc)
+
     def set_taint(self, key: str, plans: dict[str, list]) -> None:
         if self.taint != (key, plans):
             self.taint = (key, plans)
@@ -319,7 +331,8 @@ def _prune(directory: pathlib.Path) -> None:
     except OSError:
         return
     for old in stores[KEEP_STORES:]:
-        for path in [old, old.with_name(old.name.replace("results-", "index-", 1))]:
+        siblings = [old.with_name(old.name.replace("results-", f"{kind}-", 1)) for kind in ("index", "vocabulary")]
+        for path in [old, *siblings]:
             try:
                 path.unlink()
             except OSError:

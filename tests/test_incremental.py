@@ -389,3 +389,16 @@ def test_a_file_named_alone_is_checked_selectively_too(project: pathlib.Path) ->
     cold = run(["check", "pkg/layers.py", "--output-format", "json", "--no-cache"], project)
     assert "selective" in warm.stderr
     assert warm.stdout == cold.stdout and warm.returncode == cold.returncode
+
+
+def test_a_series_of_edits_keeps_the_blanked_spans_right(project: pathlib.Path) -> None:
+    # the pre-pass's taint is kept across edits that keep what it reads; the bodies to blank move with the
+    # lines, and a later run that scans only another file must blank the moved bodies where they are now
+    edit(project / "pkg/layers.py", "    return t * 2", "    fresh_name = t\n\n    return fresh_name * 2")
+    same_as_fresh(project)
+    edit(project / "pkg/model.py", "def other():", "# a comment\ndef other():")
+    same_as_fresh(project)
+    edit(project / "pkg/model.py", "    return scale(z)", "    another_name = scale(z)\n    return another_name")
+    same_as_fresh(project)
+    edit(project / "pkg/layers.py", "def sync(t):", "def sync(t):\n    '''Doc.'''\n")
+    same_as_fresh(project)
