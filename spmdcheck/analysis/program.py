@@ -176,74 +176,49 @@ def unit_defs(module: cst.Module) -> list[cst.FunctionDef]:
     """The functions whose bodies are units, in source order: module-level functions (also inside
     module-level if/try/with/for/while blocks) and the methods of such classes, each with a body of its
     own lines (an indented block)."""
-    out: list[cst.FunctionDef] = []
-
-    def block(statements: Sequence[cst.CSTNode]) -> None:
-        for stmt in statements:
-            kind = type(stmt)
-            if kind is cst.FunctionDef:
-                if type(stmt.body) is cst.IndentedBlock:
-                    out.append(stmt)
-            elif kind is cst.ClassDef:
-                for item in stmt.body.body if type(stmt.body) is cst.IndentedBlock else ():
-                    if type(item) is cst.FunctionDef and type(item.body) is cst.IndentedBlock:
-                        out.append(item)
-            elif kind is cst.If:
-                block(stmt.body.body)
-                orelse = stmt.orelse
-                if type(orelse) is cst.If:
-                    block([orelse])
-                elif orelse is not None:
-                    block(orelse.body.body)
-            elif kind in (cst.Try, cst.TryStar):
-                block(stmt.body.body)
-                for handler in stmt.handlers:
-                    block(handler.body.body)
-                for extra in (stmt.orelse, stmt.finalbody):
-                    if extra is not None:
-                        block(extra.body.body)
-            elif kind in (cst.For, cst.While):
-                block(stmt.body.body)
-                if stmt.orelse is not None:
-                    block(stmt.orelse.body.body)
-            elif kind is cst.With:
-                block(stmt.body.body)
-
-    block(module.body)
-    return out
+    return _defs(module)[0]
 
 
 def skeleton_defs(module: cst.Module) -> list[cst.FunctionDef]:
     """Every function written at statement level outside the units' bodies (one-line functions, methods of
     nested classes): running one runs the file's text outside the bodies (its unit is (file, -1))."""
-    out: list[cst.FunctionDef] = []
-    units = {id(node) for node in unit_defs(module)}
+    return _defs(module)[1]
 
-    def block(statements: Sequence[cst.CSTNode]) -> None:
+
+def _defs(module: cst.Module) -> tuple[list[cst.FunctionDef], list[cst.FunctionDef]]:
+    """(unit functions, other functions outside their bodies), both in source order; the walk visits
+    statements only, never a function's body."""
+    units: list[cst.FunctionDef] = []
+    others: list[cst.FunctionDef] = []
+
+    def block(statements: Sequence[cst.CSTNode], where: str) -> None:  # where: "module", "class" or "other"
         for stmt in statements:
             kind = type(stmt)
             if kind is cst.FunctionDef:
-                if id(stmt) not in units:
-                    out.append(stmt)
+                at_unit = where != "other" and type(stmt.body) is cst.IndentedBlock
+                (units if at_unit else others).append(stmt)
             elif kind is cst.ClassDef:
-                block(stmt.body.body)
-            elif kind is cst.If:
-                block(stmt.body.body)
-                if stmt.orelse is not None:
-                    block([stmt.orelse] if type(stmt.orelse) is cst.If else stmt.orelse.body.body)
-            elif kind in (cst.Try, cst.TryStar):
-                block(stmt.body.body)
-                for handler in stmt.handlers:
-                    block(handler.body.body)
-                for extra in (stmt.orelse, stmt.finalbody):
-                    if extra is not None:
-                        block(extra.body.body)
-            elif kind in (cst.For, cst.While):
-                block(stmt.body.body)
-                if stmt.orelse is not None:
-                    block(stmt.orelse.body.body)
-            elif kind is cst.With:
-                block(stmt.body.body)
+                block(stmt.body.body, "class" if where == "module" else "other")
+            else:
+                for inner in _blocks(stmt):
+                    block(inner, "module" if where == "module" else "other")
 
-    block(module.body)
-    return out
+    block(module.body, "module")
+    return units, others
+
+
+def _blocks(stmt: cst.CSTNode) -> list[Sequence[cst.CSTNode]]:
+    """The statement blocks of an if/try/with/for/while statement, in source order (none for others)."""
+    kind = type(stmt)
+    if kind is cst.If:
+        orelse = stmt.orelse
+        rest = [] if orelse is None else [[orelse]] if type(orelse) is cst.If else [orelse.body.body]
+        return [stmt.body.body, *rest]
+    if kind in (cst.Try, cst.TryStar):
+        extra = [b.body.body for b in (stmt.orelse, stmt.finalbody) if b is not None]
+        return [stmt.body.body, *(h.body.body for h in stmt.handlers), *extra]
+    if kind in (cst.For, cst.While):
+        return [stmt.body.body] + ([stmt.orelse.body.body] if stmt.orelse is not None else [])
+    if kind is cst.With:
+        return [stmt.body.body]
+    return []
