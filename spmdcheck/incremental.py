@@ -81,10 +81,6 @@ def elide(text: str, spans: Iterable[tuple[int, int]]) -> str:
 
 
 # ---------------------------------------------------------------------------------------- records
-def root_key(plain: Any) -> tuple:
-    return tuple(int(x) for x in plain) if plain != "again" else ("again",)
-
-
 @dataclass
 class ProgramRecord:
     """What a run of one program left for the next: see the module docstring."""
