@@ -18,6 +18,22 @@ BUGGY = textwrap.dedent("""\
 """)
 
 
+# The layers module of the small packages the cache tests edit: a mesh group and a reduction over it.
+REDUCING_LAYERS = textwrap.dedent("""\
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+
+    mesh = init_device_mesh("cpu", (2,), mesh_dim_names=("tp",))
+    GROUP = mesh.get_group("tp")
+
+
+    def reduce_loss(loss):
+        dist.all_reduce(loss, group=GROUP)
+        return loss
+""")
+
+
 def run(args, cwd, env=None, timeout=300, **kw) -> subprocess.CompletedProcess:
     full_env = {**os.environ, **(env or {})}
     for key, value in (env or {}).items():

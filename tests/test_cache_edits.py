@@ -11,25 +11,17 @@ import subprocess
 import sys
 
 import pytest
+from cli_helpers import REDUCING_LAYERS
 
-LAYERS = """\
-import torch
-import torch.distributed as dist
-from torch.distributed.device_mesh import init_device_mesh
-
-mesh = init_device_mesh("cpu", (2,), mesh_dim_names=("tp",))
-GROUP = mesh.get_group("tp")
-
-
-def reduce_loss(loss):
-    dist.all_reduce(loss, group=GROUP)
-    return loss
-
+LAYERS = (
+    REDUCING_LAYERS
+    + """
 
 def describe(name):
     text = "layer " + name
     return text.upper()
 """
+)
 
 # `train` hands `reduce_loss` a value that is already reduced: the finding is in layers.py, because of
 # what model.py passes (an edit of either file changes it).

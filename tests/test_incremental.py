@@ -14,7 +14,7 @@ import subprocess
 import textwrap
 
 import pytest
-from cli_helpers import run
+from cli_helpers import REDUCING_LAYERS, run
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 TRACE = {"SPMDCHECK_TRACE": "1"}
@@ -41,28 +41,19 @@ def write(root: pathlib.Path, files: dict[str, str]) -> None:
         path.write_text(textwrap.dedent(text))
 
 
-LAYERS = """\
-    import torch
-    import torch.distributed as dist
-    from torch.distributed.device_mesh import init_device_mesh
+LAYERS = (
+    REDUCING_LAYERS
+    + """
 
-    mesh = init_device_mesh("cpu", (2,), mesh_dim_names=("tp",))
-    GROUP = mesh.get_group("tp")
-
-
-    def reduce_loss(loss):
-        dist.all_reduce(loss, group=GROUP)
-        return loss
+def sync(t):
+    dist.all_reduce(t, group=GROUP)
+    return t
 
 
-    def sync(t):
-        dist.all_reduce(t, group=GROUP)
-        return t
-
-
-    def scale(t):
-        return t * 2
+def scale(t):
+    return t * 2
 """
+)
 
 MODEL = """\
     import torch
