@@ -28,7 +28,7 @@ from spmdcheck.frontend.source import (
     parse_screened,
     read_source_bytes,
 )
-from spmdcheck.program.graph import ModuleFile, ModuleGraph, build_graph, module_name_for
+from spmdcheck.program.graph import ModuleFile, ModuleGraph, build_graph, module_name_for, plainly_imported
 from spmdcheck.rules.cache import CacheError, dump_registry, load_cached_registry
 from spmdcheck.rules.stubs import Registry, load_stub_dirs
 
@@ -182,6 +182,13 @@ class Recorder:
     writer: bool = False
     unmapped: list[int] = field(default_factory=list)
     top_writers: list[int] = field(default_factory=list)
+    top_files: list[int] = field(default_factory=list)
+    top_order: list[int] = field(default_factory=list)
+
+
+def _strict_of(text: str, settings: Settings) -> bool:
+    inline = read_inline_config(text)
+    return inline.strict if inline.strict is not None else settings.strict
 
 
 def _check_sources(
@@ -200,7 +207,7 @@ def _check_sources(
     from spmdcheck import incremental
     from spmdcheck.analysis.context import Options
     from spmdcheck.analysis.program import SourceUnit, analyze_program
-    from spmdcheck.analysis.roots import RootLog
+    from spmdcheck.analysis.roots import TOP, ElidedBody, RootLog
     from spmdcheck.frontend.source import ParseFailure
 
     settings = settings or Settings()
@@ -212,7 +219,14 @@ def _check_sources(
     lines: dict[str, list[str]] = {}
     strict_of: dict[str, bool] = {}
     shallow_libraries: set[int] = set()  # ids of library texts parsed without the screen
-    for path, text in sources.items():
+    selective: incremental.Selective | None = recorder.selective if recorder is not None else None  # type: ignore[assignment]
+    part = selective.top_only if selective is not None else None  # the files a selective run needs (by index)
+    for index, (path, text) in enumerate(sources.items()):
+        if part is not None and index not in part and path not in libraries:
+            # left out of a selective run: its diagnostics are the recorded ones, an import of it ends the run
+            units.append(SourceUnit(path, None, Options(), module_name_for(path, exists), text="", absent=True))
+            strict_of[path] = _strict_of(text, settings)
+            continue
         if path in libraries:
             library_text = blanked[path] if blanked and path in blanked else text
             if path in shallow:
@@ -239,6 +253,8 @@ def _check_sources(
             for d in deep
         ]
         if isinstance(parsed, ParseFailure):
+            if part is not None:
+                raise ElidedBody  # file indices would no longer match the record's: the whole program answers
             out[path].append(
                 make(
                     path,
@@ -270,11 +286,11 @@ def _check_sources(
         return None if isinstance(parsed, ParseFailure) else parsed
 
     log = None
-    selective: incremental.Selective | None = None
     if recorder is not None:
         recorder.file_diags = {path: caching.to_plain(diags) for path, diags in out.items()}
-        selective = recorder.selective  # type: ignore[assignment]
         log = RootLog(run_only=selective.run_only, known=selective.known) if selective else RootLog()
+        if selective is not None and part is not None:
+            log.run_part(part, selective.old.top_files, selective.old.top_order)
     result = analyze_program(units, registry, graph, parse_library, on_bind, log)
     positions = ProgramPositions()
     for unit in units:
@@ -285,6 +301,13 @@ def _check_sources(
         recorder.roots = _root_records(log, positions, result.program.sites, units)
         recorder.writer, recorder.unmapped = log.writer, sorted(log.unmapped)
         recorder.top_writers = sorted(log.top_writers)
+        recorder.top_files, recorder.top_order = log.top_files, log.top_order
+        if selective is not None and part is not None:
+            # a part of the top levels ran: the top level's record (and what it knew of every file) stays
+            recorder.roots = [r for r in recorder.roots if r[0] != TOP]
+            parsed = {i for i, unit in enumerate(units) if unit.module is not None}
+            recorder.unmapped = sorted(set(recorder.unmapped) | {i for i in selective.old.unmapped if i not in parsed})
+            recorder.top_files, recorder.top_order = selective.old.top_files, selective.old.top_order
     if selective is not None and recorder is not None:
         # the roots that ran again, with the others' diagnostics as recorded (and the diagnostics made
         # before the analysis of the files that did not change, which were parsed with bodies left out)
@@ -545,7 +568,9 @@ def check_program_recorded(
             try:
                 results = _check_program(files, settings, registry, recorder, selective.elided)  # type: ignore[attr-defined]
                 if not recorder.writer and not recorder.top_writers and not _failed(results):
-                    _trace(f"selective: {len(selective.run_only)} of {len(selective.known)} roots ran again")  # type: ignore[attr-defined]
+                    part = selective.top_only  # type: ignore[attr-defined]
+                    tops = f"{len(part)} of {len(files)}" if part is not None else "all"
+                    _trace(f"selective: {len(selective.run_only)} of {len(selective.known)} roots ran again, top levels of {tops} files")  # type: ignore[attr-defined]
                     return results, _program_record(files, recorder)
             except ElidedBody:
                 why = "a body left out was entered"  # the whole program answers
@@ -582,6 +607,8 @@ def _program_record(files: list[LoadedFile], recorder: Recorder) -> dict | None:
         recorder.writer,
         recorder.unmapped,
         recorder.top_writers,
+        recorder.top_files,
+        recorder.top_order,
     ).plain()
 
 
@@ -960,16 +987,28 @@ def _selective_plan(program: list[LoadedFile], store: object, hashes: dict[str, 
     graph = _program_graph(program)
     by_name = {m.name: index[m.path] for m in graph.modules.values() if m.path in index}
     importers: dict[int, set[int]] = {}
+    imports: dict[int, set[int]] = {}  # what the analysis may load: `import a.b` loads the package `a` too
     for name, targets in graph.edges.items():
+        if name not in by_name:
+            continue
+        importer = by_name[name]
+        loads = imports.setdefault(importer, set())
         for target in targets:
+            if target in by_name:
+                loads.add(by_name[target])
             # importing a.b.c runs (and binds) the packages a and a.b too: their names reach the importer
             parts = target.split(".")
             for k in range(1, len(parts) + 1):
                 package = ".".join(parts[:k])
-                if name in by_name and package in by_name:
-                    importers.setdefault(by_name[package], set()).add(by_name[name])
+                if package in by_name:
+                    importers.setdefault(by_name[package], set()).add(importer)
+        for target in plainly_imported(program[importer].text):  # `import a.b` (in the program or not) loads `a`
+            parts = target.split(".")
+            loads.update(by_name[p] for p in (".".join(parts[:k]) for k in range(1, len(parts))) if p in by_name)
     spans = [list(f.spans or ()) for f in program]
-    return shape, incremental.plan_selective(record, [f.path for f in program], outlines, planned, spans, importers)
+    return shape, incremental.plan_selective(
+        record, [f.path for f in program], outlines, planned, spans, importers, imports
+    )
 
 
 def _analysed_digest(f: LoadedFile) -> str | None:

@@ -27,7 +27,7 @@ from typing import Any
 from spmdcheck import prepass
 from spmdcheck.analysis.roots import ELIDED, TOP, descends, parent
 
-RECORD_VERSION = 2
+RECORD_VERSION = 3
 _LINE_END = re.compile(r"(\r\n|\r|\n)")
 
 
@@ -77,7 +77,7 @@ def outline(text: str, planned: str, spans: Iterable[tuple[int, int]]) -> Outlin
 
 def elide(text: str, spans: Iterable[tuple[int, int]]) -> str:
     """The bodies of `spans` left out (same lines): entering one stops a selective run."""
-    return prepass.blank_bodies(text, spans, filler=ELIDED)
+    return prepass.blank_bodies(text, spans, filler=ELIDED, enclose=True)
 
 
 # ---------------------------------------------------------------------------------------- records
@@ -93,6 +93,8 @@ class ProgramRecord:
     writer: bool = False
     unmapped: list[int] = field(default_factory=list)
     top_writers: list[int] = field(default_factory=list)
+    top_files: list[int] = field(default_factory=list)  # the file whose top level queued each root (0, k)
+    top_order: list[int] = field(default_factory=list)  # the files in the order their top levels started
 
     def plain(self) -> dict:
         return {
@@ -106,6 +108,8 @@ class ProgramRecord:
             "writer": self.writer,
             "unmapped": self.unmapped,
             "top_writers": self.top_writers,
+            "top_files": self.top_files,
+            "top_order": self.top_order,
         }
 
     @classmethod
@@ -130,6 +134,8 @@ class ProgramRecord:
                 bool(data["writer"]),
                 [int(i) for i in data["unmapped"]],
                 [int(i) for i in data["top_writers"]],
+                [int(i) for i in data["top_files"]],
+                [int(i) for i in data["top_order"]],
             )
         except (AttributeError, KeyError, TypeError, ValueError):
             return None
@@ -144,6 +150,8 @@ class Selective:
     elided: dict[str, str]  # path -> the planned text with the unneeded bodies left out
     old: ProgramRecord
     changed: set[str]  # the files whose outline changed
+    # the files whose top levels run (their imports' closure: what the roots to run again can read); None: all
+    top_only: set[int] | None = None
 
 
 def plan_selective(
@@ -153,9 +161,11 @@ def plan_selective(
     planned: list[str],
     spans: list[list[tuple[int, int]]] | None = None,
     importers: dict[int, set[int]] | None = None,
+    imports: dict[int, set[int]] | None = None,
 ) -> Selective | None:
     """None when only the whole program can answer (see the module docstring). `spans`: each file's body
-    spans now; `importers`: for each file, the files that import it (by index), directly."""
+    spans now; `importers`: for each file, the files that import it (by index), directly, counting the
+    packages an import runs; `imports`: for each file, the files its import statements name."""
     if record.writer or paths != record.paths or len(outlines) != len(record.outlines):
         return None
     if any("SPMD001" in str(d) or "SPMD000" in str(d) for d in record.file_diags.values()):
@@ -233,7 +243,52 @@ def plan_selective(
         spans = [span for k, span in enumerate(record.spans[i]) if (i, k) not in needed]
         if spans:
             elided[path] = elide(planned[i], spans)
-    return Selective(affected, {r[0] for r in record.roots}, elided, record, changed)
+    top_only = _top_part(record, affected, top, {i for i, p in enumerate(paths) if p in changed}, imports, shifted)
+    return Selective(affected, {r[0] for r in record.roots}, elided, record, changed, top_only)
+
+
+def _top_part(
+    record: ProgramRecord,
+    affected: set[tuple],
+    top: tuple,
+    changed: set[int],
+    imports: dict[int, set[int]] | None,
+    shifted: set[str],
+) -> set[int] | None:
+    """The files whose top levels a selective run needs: those of the roots to run again and of the changed
+    files, and what their import statements name, transitively (a root reads no other module's names).
+    None (every top level runs) when the top level's own diagnostics may change (positions moved in their
+    file) or its record cannot place the roots; the other top levels' diagnostics are the recorded ones."""
+    from spmdcheck.diagnostics.render import display_path
+
+    if imports is None or record.top_writers or not record.top_order:
+        return None
+    shown = [display_path(p) for p in shifted]
+    if any(d[0] in shifted or any(s in d[2][7] for s in shown) for d in top[3]):
+        return None
+    seeds = set(changed)
+    for key in affected:
+        if not key or key[0] == "again":
+            return None
+        k = _top_ancestor(key)[-1]
+        if k >= len(record.top_files) or record.top_files[k] < 0:
+            return None
+        seeds.add(record.top_files[k])
+    part: set[int] = set()
+    todo = list(seeds)
+    while todo:
+        i = todo.pop()
+        if i not in part:
+            part.add(i)
+            todo.extend(imports.get(i, ()))
+    return part
+
+
+def _top_ancestor(key: tuple) -> tuple:
+    node = key
+    while parent(node) is not None:
+        node = parent(node)  # type: ignore[assignment]
+    return node
 
 
 def merge(old: ProgramRecord, fresh: list[tuple[tuple, list, list, list]], ran: set[tuple]) -> list:

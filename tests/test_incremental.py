@@ -179,6 +179,85 @@ def test_a_top_level_writing_to_another_module_keeps_edits_outside_bodies_whole(
     assert "whole program" in trace and "selective" not in trace
 
 
+# An import cycle (a.py and b.py: which one's names the other sees partly run depends on which started
+# first), c.py, which a.py imports (one program) but no root of a.py or b.py calls into, and d.py, which
+# imports a.py (nothing imports it).
+CYCLE = {
+    "pkg/__init__.py": "",
+    "pkg/a.py": """\
+        import torch.distributed as dist
+
+        from pkg.b import helper
+        from pkg.c import other
+
+        GROUP = dist.new_group([0, 1])
+        __all__ = ["other"]
+
+
+        def train(t):
+            dist.all_reduce(t, group=GROUP)
+            return helper(t)
+    """,
+    "pkg/b.py": """\
+        import torch.distributed as dist
+
+        from pkg.a import GROUP
+
+
+        def helper(t):
+            dist.all_reduce(t, group=GROUP)
+            return t * 2
+    """,
+    "pkg/c.py": """\
+        import torch
+        import torch.distributed as dist
+
+
+        def other():
+            z = torch.ones(3)
+            dist.all_reduce(z)
+            dist.all_reduce(z)
+            return z
+    """,
+    "pkg/d.py": """\
+        import torch
+        import torch.distributed as dist
+
+        from pkg.a import GROUP
+
+
+        def evaluate():
+            y = torch.ones(2)
+            dist.all_reduce(y, group=GROUP)
+            return y
+    """,
+}
+
+
+def _top_levels(trace: str) -> tuple[int, int]:
+    """(files whose top levels ran, files) from a selective run's trace."""
+    ran, of = trace.split("top levels of ")[1].split(" files")[0].split(" of ")
+    return int(ran), int(of)
+
+
+def test_a_selective_run_runs_only_the_top_levels_its_roots_can_read(tmp_path: pathlib.Path) -> None:
+    write(tmp_path, CYCLE)
+    check(tmp_path)
+    edit(tmp_path / "pkg/c.py", "    return z", "    z = z + 1\n    return z")
+    trace = same_as_fresh(tmp_path)
+    assert "selective" in trace and _top_levels(trace) == (1, 4)  # c.py alone: it imports no other file
+    # a body in the cycle: both of its files run, in the order they ran before (the same names partly run)
+    edit(tmp_path / "pkg/b.py", "    return t * 2", "    t = t + 1\n    return t * 2")
+    trace = same_as_fresh(tmp_path)
+    assert "selective" in trace and _top_levels(trace) == (3, 4)  # b.py imports a.py, which imports c.py
+    edit(tmp_path / "pkg/a.py", "    return helper(t)", "    t = t - 1\n    return helper(t)")
+    trace = same_as_fresh(tmp_path)
+    assert "selective" in trace and _top_levels(trace) == (3, 4)
+    edit(tmp_path / "pkg/d.py", "    return y", "    y = y * 2\n    return y")
+    trace = same_as_fresh(tmp_path)
+    assert "selective" in trace and _top_levels(trace) == (4, 4)
+
+
 def test_a_damaged_record_is_ignored(project: pathlib.Path) -> None:
     records = list((project / ".spmdcheck_cache").glob("records-*/*.json"))
     assert records

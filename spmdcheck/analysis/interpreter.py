@@ -430,7 +430,7 @@ class Interpreter:
                 log.defined(stmt)
             if not self.inline_stack:  # nested functions are checked on their own too
                 library = self.scope.ctx.library  # never checked on its own: it takes no place in the queue
-                key = log.queue_key() if log is not None and not library else None
+                key = log.queue_key(stmt) if log is not None and not library else None
                 self.functions.append((stmt, self.scope, owner, key))
         elif kind is cst.ClassDef:
             self.exec_class(stmt)

@@ -16,7 +16,7 @@ import libcst as cst
 
 from spmdcheck.analysis.context import BindObserver, FileContext, Options, ProgramState
 from spmdcheck.analysis.interpreter import Interpreter, Scope
-from spmdcheck.analysis.roots import RootLog
+from spmdcheck.analysis.roots import ElidedBody, RootLog
 from spmdcheck.analysis.values import Generation
 from spmdcheck.program.graph import ModuleFile, ModuleGraph
 from spmdcheck.rules.stubs import Registry
@@ -38,6 +38,7 @@ class SourceUnit:
     axes: frozenset[str] = frozenset()  # axis names the file mentions (known valid there)
     text: str = ""
     bodies: int | None = None  # function bodies the pre-pass cut in the file (roots.py), None: unknown
+    absent: bool = False  # a selective run left the whole file out (roots.py `top_only`): no import reaches it
 
 
 @dataclass
@@ -87,6 +88,11 @@ def analyze_program(
     interp.importer = loader
     load = loader.load
     order = [name for component in graph.sccs() for name in component] if graph is not None else []
+    if log is not None and log.top_only is not None:
+        # a part of the top levels: they start in the order they started in the recorded run (import cycles
+        # leave the same modules partly run), and no import of theirs reaches a file left out
+        by_index = {run.index: name for name, run in runs.items()}
+        order = [by_index[i] for i in log.recorded_order if i in by_index and i in log.top_only]
     for name in order:
         if runs.get(name) is not None and runs[name].unit.module is not None:
             load(name)
@@ -120,6 +126,8 @@ class _Loader:
         run = self.runs.get(name)
         if run is None:
             return None
+        if run.unit.absent:
+            raise ElidedBody  # the selective run left this file out: only the whole program can answer
         if run.unit.module is None:
             module = self.parse(run.unit.text) if self.parse is not None and run.state == "pending" else None
             if module is None:
@@ -146,6 +154,8 @@ def _context(unit: SourceUnit, registry: Registry, program: ProgramState) -> Fil
 def _run_top_level(interp: Interpreter, run: _ModuleRun) -> None:
     assert run.unit.module is not None
     run.state = "running"
+    if interp.log is not None:
+        interp.log.top_order.append(run.index)
     # the scope exists (and is importable, for cycles) before the body finishes
     run.scope = Scope(run.ctx, {})
     # a module's top level makes shared objects, also when a function's check imports it first (a library)

@@ -52,6 +52,15 @@ class RootLog:
         self.run_only = run_only  # a selective run: the recorded roots to run again (None: all of them)
         self.known = known  # a selective run: the roots of the recorded run (any other is new, and runs)
         self.current: tuple = TOP
+        # Which file's top level queued each top-level root (`top_files[k]` for root (0, k), -1: unknown), and
+        # the files in the order their top levels started: a run on a part of the top levels (`top_only`, the
+        # files whose top levels run; None: all) names its roots and orders its modules after a full run's.
+        self.top_files: list[int] = []
+        self.top_order: list[int] = []
+        self.top_only: set[int] | None = None
+        self.recorded_order: list[int] = []
+        self._top_keys: dict[int, list[int]] = {}  # with `top_only`: file -> the keys its top level queued
+        self._file_queued: dict[int, int] = {}
         self.records: dict[tuple, RootRecord] = {TOP: RootRecord()}
         self.order: list[tuple] = [TOP]  # the roots in the order they ran
         self._stack: list[set[Unit]] = []  # units executed by the calls being computed, innermost last
@@ -64,9 +73,28 @@ class RootLog:
         self.unmapped: set[int] = set()  # files whose function bodies could not be numbered
 
     # ------------------------------------------------------------------ roots
-    def queue_key(self) -> tuple:
-        """The key of a function the running code queues to be checked on its own."""
+    def run_part(self, top_only: set[int], top_files: list[int], top_order: list[int]) -> None:
+        """Run the top levels of the files `top_only` only, in the order `top_order` (the recorded run's), the
+        roots they queue named as `top_files` names them: a file's k-th queued function has the key it had then."""
+        self.top_only = top_only
+        self.recorded_order = top_order
+        self._top_keys = {}
+        for k, file in enumerate(top_files):
+            self._top_keys.setdefault(file, []).append(k)
+
+    def queue_key(self, node: Any = None) -> tuple:
+        """The key of a function (`node`) the running code queues to be checked on its own."""
         if self.current == TOP:
+            unit = self.unit_of.get(id(node))
+            file = unit[0] if unit is not None else -1
+            if self.top_only is not None:
+                n = self._file_queued.get(file, 0)
+                self._file_queued[file] = n + 1
+                keys = self._top_keys.get(file, ())
+                if file < 0 or n >= len(keys):
+                    raise ElidedBody  # not a function the recorded run queued: only the whole program knows
+                return (0, keys[n])
+            self.top_files.append(file)
             self._top_queued += 1
             return (0, self._top_queued - 1)
         n = self._queued.get(self.current, 0)
@@ -142,7 +170,8 @@ class RootLog:
             self.top_writers.add(-here - 1)
 
 
-ELIDED = "__spmdcheck_elided__"  # the statement a selective run leaves in place of a body it does not need
+# The text of the string literal a selective run leaves in place of a body it does not need (incremental.elide)
+ELIDED = "__spmdcheck_elided__"
 
 
 def _elided(node: Any) -> bool:
@@ -153,7 +182,8 @@ def _elided(node: Any) -> bool:
     small = getattr(statements[0], "body", None)
     if not isinstance(small, (list, tuple)) or len(small) != 1:
         return False
-    return getattr(getattr(small[0], "value", None), "value", None) == ELIDED
+    literal = getattr(getattr(small[0], "value", None), "value", None)
+    return isinstance(literal, str) and literal.lstrip("\"").startswith(ELIDED)
 
 
 def parent(key: tuple) -> tuple | None:
