@@ -558,6 +558,7 @@ def check_program_recorded(
     """`check_program`, recording what each root depends on (incremental.py); with a `selective` plan
     (incremental.Selective), only the roots it names run again, and the whole program runs instead
     when the selective run cannot answer. Returns the results and the new record (None: none made)."""
+    from spmdcheck import incremental
     from spmdcheck.analysis.roots import ElidedBody
 
     with _without_cycle_collection():
@@ -568,9 +569,10 @@ def check_program_recorded(
             try:
                 results = _check_program(files, settings, registry, recorder, selective.elided)  # type: ignore[attr-defined]
                 if not recorder.writer and not recorder.top_writers and not _failed(results):
-                    part = selective.top_only  # type: ignore[attr-defined]
-                    tops = f"{len(part)} of {len(files)}" if part is not None else "all"
-                    _trace(f"selective: {len(selective.run_only)} of {len(selective.known)} roots ran again, top levels of {tops} files")  # type: ignore[attr-defined]
+                    plan: incremental.Selective = selective  # type: ignore[assignment]
+                    tops = f"{len(plan.top_only)} of {len(files)}" if plan.top_only is not None else "all"
+                    ran = f"{len(plan.run_only)} of {len(plan.known)} roots ran again"
+                    _trace(f"selective: {ran}, top levels of {tops} files")
                     return results, _program_record(files, recorder)
             except ElidedBody:
                 why = "a body left out was entered"  # the whole program answers
