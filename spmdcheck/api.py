@@ -216,7 +216,6 @@ def _check_sources(
         exists = lambda p: p in sources or os.path.exists(p)  # noqa: E731
     out: dict[str, list[Diagnostic]] = {path: [] for path in sources}
     units: list[SourceUnit] = []
-    lines: dict[str, list[str]] = {}
     strict_of: dict[str, bool] = {}
     shallow_libraries: set[int] = set()  # ids of library texts parsed without the screen
     selective: incremental.Selective | None = recorder.selective if recorder is not None else None  # type: ignore[assignment]
@@ -275,7 +274,6 @@ def _check_sources(
         if recorder is not None:
             units[-1].bodies = recorder.bodies.get(path)
         strict_of[path] = options.strict
-        lines[path] = physical_lines(text)
     if len(sources) <= 1:
         graph = None
     elif graph is None:
@@ -295,8 +293,7 @@ def _check_sources(
     positions = ProgramPositions()
     for unit in units:
         if unit.module is not None:
-            unit_lines = lines.get(unit.path) or physical_lines(unit.text or "")
-            positions.add(result.contexts[unit.path], unit.path, unit.module, unit_lines)
+            positions.add(result.contexts[unit.path], unit.path, unit.module)
     if log is not None and recorder is not None:
         recorder.roots = _root_records(log, positions, result.program.sites, units)
         recorder.writer, recorder.unmapped = log.writer, sorted(log.unmapped)
@@ -329,9 +326,10 @@ def _check_sources(
             return _selected(code, settings) and (strict or not info.strict_only) and _previewed(code, settings)
 
         out[path] = apply_suppressions(path, sources[path], out[path], enabled)
-        text_lines = lines.get(path) or physical_lines(sources[path])
-        for d in out[path]:  # the code frames, from the text as decoded (never read again)
-            d.attach_frame(text_lines)
+        if out[path]:  # the code frames, from the text as decoded (never read again)
+            text_lines = physical_lines(sources[path])
+            for d in out[path]:
+                d.attach_frame(text_lines)
     return {
         path: sorted(
             (d for d in diags if _selected(d.code, settings) and _previewed(d.code, settings)), key=Diagnostic.sort_key
@@ -377,6 +375,27 @@ class LoadedFile:
     cuts: tuple[tuple[int, int], ...] | None = None  # comments no analysis reads (prepass.comment_cuts)
     shallow: bool = False  # no expression too deep for libcst (guard.shallow): parsed without the screen
     spans: tuple[tuple[int, int], ...] | None = None  # every function body's lines (the pre-pass), if known
+    content: str = ""  # its content hash, in a cached run
+    outline: object = None  # its incremental.Outline, once made
+
+
+def _outline_key(f: LoadedFile) -> str:
+    """What a file's outline follows from: its contents, the bodies the pre-pass blanked, its bodies' spans
+    ("" when unknown: the outline is made again)."""
+    return f"{f.content}:{f.blank}:{f.spans}" if f.content and f.spans is not None else ""
+
+
+def _outlines(files: list[LoadedFile], old: object = None) -> list:
+    """Each file's outline, made once (the record of the last run has those of the unchanged files)."""
+    from spmdcheck import incremental
+
+    known: dict[str, object] = {}
+    if isinstance(old, incremental.ProgramRecord) and len(old.keys) == len(old.outlines):
+        known = {key: o for key, o in zip(old.keys, old.outlines) if key}
+    for f in files:
+        if f.outline is None:
+            f.outline = known.get(_outline_key(f)) or incremental.outline(f.text, f.blanked or f.text, f.spans or ())
+    return [f.outline for f in files]
 
 
 def load_file(path: str, settings: Settings) -> LoadedFile | FileResult:
@@ -602,7 +621,7 @@ def _program_record(files: list[LoadedFile], recorder: Recorder) -> dict | None:
         return None  # a writer's program is always analysed whole: no record to keep
     return incremental.ProgramRecord(
         [f.path for f in files],
-        [incremental.outline(f.text, f.blanked or f.text, f.spans or ()) for f in files],
+        _outlines(files),
         [list(f.spans or ()) for f in files],
         recorder.file_diags,
         recorder.roots,
@@ -611,6 +630,7 @@ def _program_record(files: list[LoadedFile], recorder: Recorder) -> dict | None:
         recorder.top_writers,
         recorder.top_files,
         recorder.top_order,
+        [_outline_key(f) for f in files],
     ).plain()
 
 
@@ -914,7 +934,9 @@ def run_check(
                 # Keyed on what the analysis reads (edits of comments and inert bodies keep the key), else,
                 # for a program whose results quote more than that (a syntax error), on the exact contents.
                 analysed = caching.program_key(
-                    (f.path, f.module, f.relevant, f.blank, _analysed_digest(f) or hashes[f.path]) for f in program
+                    (f.path, f.module, f.relevant, f.blank, _analysed_digest(f, hashes[f.path], store)
+                     or hashes[f.path])
+                    for f in program
                 )
                 exact = caching.program_key((f.path, f.module, f.relevant, f.blank, hashes[f.path]) for f in program)
                 for key in (analysed, exact):
@@ -925,6 +947,8 @@ def run_check(
                         break
                 else:
                     keys[id(program)], exact_keys[id(program)] = analysed, exact
+                    for f in program:
+                        f.content = hashes[f.path]
                     todo.append(program)
                 continue
             todo.append(program)
@@ -983,7 +1007,7 @@ def _selective_plan(program: list[LoadedFile], store: object, hashes: dict[str, 
     record = incremental.ProgramRecord.from_plain(plain) if plain is not None else None
     if record is None or any(f.spans is None for f in program):
         return shape, None
-    outlines = [incremental.outline(f.text, f.blanked or f.text, f.spans or ()) for f in program]
+    outlines = _outlines(program, record)
     planned = [f.blanked or f.text for f in program]
     index = {f.path: i for i, f in enumerate(program)}
     graph = _program_graph(program)
@@ -1013,11 +1037,19 @@ def _selective_plan(program: list[LoadedFile], store: object, hashes: dict[str, 
     )
 
 
-def _analysed_digest(f: LoadedFile) -> str | None:
-    """`prepass.analysed_digest` of a planned file; None without the pre-pass's comment cuts."""
+def _analysed_digest(f: LoadedFile, content: str = "", store: object = None) -> str | None:
+    """`prepass.analysed_digest` of a planned file; None without the pre-pass's comment cuts. With a result
+    cache and the file's content hash, the digest of the last run is reused when the same bodies were blank."""
     if f.cuts is None:
         return None
-    return prepass.analysed_digest(f.text, f.blanked, f.cuts, f.blank)
+    key = f"{content}:{f.blank}" if content else ""
+    known = getattr(store, "digests", {})
+    if key and known.get(f.path, ("", ""))[0] == key:
+        return known[f.path][1]
+    digest = prepass.analysed_digest(f.text, f.blanked, f.cuts, f.blank)
+    if key:
+        store.note_digest(f.path, key, digest)  # type: ignore[union-attr]
+    return digest
 
 
 _WORKER_STATE: tuple[Settings, Registry | None] | None = None

@@ -137,6 +137,7 @@ class ResultCache:
     taint: tuple[str, dict[str, list]] = ("", {})
     dirty: bool = False
     scans_dirty: bool = False
+    digests: dict[str, tuple[str, str]] = field(default_factory=dict)  # path -> (contents+blanks, analysed digest)
 
     @classmethod
     def open(cls, directory: pathlib.Path, key: str) -> ResultCache:
@@ -157,6 +158,9 @@ class ResultCache:
             per_file = _dict(per_file)
             if per_file and all(_diagnostics_shape(d) for d in per_file.values()):
                 cache.programs[pkey] = per_file
+        for path, entry in _dict(doc.get("digests")).items():
+            if isinstance(entry, list) and len(entry) == 2 and all(isinstance(e, str) for e in entry):
+                cache.digests[path] = (entry[0], entry[1])
         tree, results = doc.get("tree"), _dict(doc.get("results"))
         if isinstance(tree, str) and all(
             isinstance(r, list) and len(r) == 2 and isinstance(r[0], bool) and _diagnostics_shape(r[1])
@@ -267,6 +271,12 @@ class ResultCache:
             self.seeds = list(seeds)
             self.dirty = True
 
+    def note_digest(self, path: str, key: str, digest: str) -> None:
+        """A file's analysed digest (api._analysed_digest) for `key` (its contents and blanked bodies)."""
+        if self.digests.get(path) != (key, digest):
+            self.digests[path] = (key, digest)
+            self.dirty = True
+
     def set_stub_errors(self, errors: list[str]) -> None:
         if self.stub_errors != errors:
             self.stub_errors = list(errors)
@@ -281,6 +291,9 @@ class ResultCache:
             if len(kept) >= room:
                 break
             kept.setdefault(key, entry)
+        if results and any(p not in results for p in self.digests):  # files gone from the tree
+            self.digests = {p: e for p, e in self.digests.items() if p in results}
+            self.dirty = True
         if tree != self.tree or results != self.results or list(kept) != list(self.programs):
             self.tree, self.results, self.programs = tree, results, kept
             self.dirty = True
@@ -297,6 +310,7 @@ class ResultCache:
             "tree": self.tree,
             "results": {p: list(r) for p, r in self.results.items()},
             "programs": self.programs,
+            "digests": {p: list(e) for p, e in self.digests.items()},
         }
         if self.scans_dirty:
             head = {"version": FORMAT_VERSION, "key": self.key}

@@ -27,7 +27,7 @@ from typing import Any
 from spmdcheck import prepass
 from spmdcheck.analysis.roots import ELIDED, TOP, descends, parent
 
-RECORD_VERSION = 3
+RECORD_VERSION = 4
 _LINE_END = re.compile(r"(\r\n|\r|\n)")
 
 
@@ -95,6 +95,7 @@ class ProgramRecord:
     top_writers: list[int] = field(default_factory=list)
     top_files: list[int] = field(default_factory=list)  # the file whose top level queued each root (0, k)
     top_order: list[int] = field(default_factory=list)  # the files in the order their top levels started
+    keys: list[str] = field(default_factory=list)  # what each file's outline follows from (api._outline_key)
 
     def plain(self) -> dict:
         return {
@@ -110,6 +111,7 @@ class ProgramRecord:
             "top_writers": self.top_writers,
             "top_files": self.top_files,
             "top_order": self.top_order,
+            "keys": self.keys,
         }
 
     @classmethod
@@ -136,6 +138,7 @@ class ProgramRecord:
                 [int(i) for i in data["top_writers"]],
                 [int(i) for i in data["top_files"]],
                 [int(i) for i in data["top_order"]],
+                [str(k) for k in data["keys"]],
             )
         except (AttributeError, KeyError, TypeError, ValueError):
             return None

@@ -84,26 +84,15 @@ def make(
     )
 
 
-def render(
-    path: str, module: cst.Module, findings: list[Finding], sites: list[cst.CSTNode], source_lines: list[str]
-) -> list[Diagnostic]:
-    """One file's findings (all in `module`) as diagnostics."""
-    if not findings:
-        return []
-    located = ProgramPositions()
-    located.add(None, path, module, source_lines)
-    return located.render(findings, [(node, None) for node in sites]).get(path, [])
-
-
 class ProgramPositions:
     """Positions of the files of one program, resolved lazily: only files with findings pay for them."""
 
     def __init__(self) -> None:
-        self._files: dict[int, tuple[str, cst.Module, list[str]]] = {}
+        self._files: dict[int, tuple[str, cst.Module]] = {}
         self._positions: dict[int, object] = {}
 
-    def add(self, origin: object, path: str, module: cst.Module, source_lines: list[str]) -> None:
-        self._files[id(origin)] = (path, module, source_lines)
+    def add(self, origin: object, path: str, module: cst.Module) -> None:
+        self._files[id(origin)] = (path, module)
 
     def _known(self, origin: object) -> int:
         """The key of an origin's file: one added, or a file the analysis read on its own (a stub's model)."""
@@ -114,7 +103,7 @@ class ProgramPositions:
 
         module, path = getattr(origin, "module", None), getattr(origin, "path", None)
         if isinstance(module, cst.Module) and isinstance(path, str):
-            self._files[key] = (path, module, [])
+            self._files[key] = (path, module)
             return key
         return id(None)
 
@@ -141,7 +130,7 @@ class ProgramPositions:
         key = id(f.origin) if id(f.origin) in self._files else id(None)
         if key not in self._files:
             return None
-        path, _, source_lines = self._files[key]
+        path = self._files[key][0]
         origin = f.origin if key == id(f.origin) else None
         positions = self._table(origin)
         pos = positions.get(f.node)
