@@ -138,9 +138,65 @@ def load_cached_registry(path: pathlib.Path, stamp: str) -> Registry | None:
         if header.get("sha256") != hashlib.sha256(payload.encode()).hexdigest():
             return None
         data = json.loads(payload)
-        rules = {str(k): _decode(v) for k, v in data["rules"].items()}
-        if not all(isinstance(r, OpRule) for r in rules.values()):
+        raw = data["rules"]
+        if not isinstance(raw, dict) or not all(isinstance(v, dict) and v.get("$") == "OpRule" for v in raw.values()):
             return None
-        return Registry(rules=rules, errors=[str(e) for e in data["errors"]])  # type: ignore[arg-type]
+        return Registry(rules=_LazyRules(raw), errors=[str(e) for e in data["errors"]])
     except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError, UnicodeDecodeError):
         return None
+
+
+class _LazyRules(dict):
+    """The registry's rules, each decoded when first read: a run reads a few hundred of thousands."""
+
+    def __init__(self, raw: dict[str, object]) -> None:
+        super().__init__(raw)
+        self._decoded: set[str] = set()
+
+    def _rule(self, key: str) -> OpRule:
+        value = dict.__getitem__(self, key)
+        if key not in self._decoded:
+            try:
+                value = _decode(value)
+            except (CacheError, KeyError, TypeError, ValueError, AttributeError, RecursionError):
+                value = None
+            if not isinstance(value, OpRule):  # written by no version of this checker: the rule is unknown
+                dict.__delitem__(self, key)
+                raise KeyError(key)
+            dict.__setitem__(self, key, value)
+            self._decoded.add(key)
+        return value  # type: ignore[return-value]
+
+    def __getitem__(self, key: str) -> OpRule:
+        return self._rule(key)
+
+    def get(self, key: str, default: object = None) -> object:  # type: ignore[override]
+        try:
+            return self._rule(key)
+        except KeyError:
+            return default
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, dict) and dict(self.items()) == dict(other.items())
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __setitem__(self, key: str, value: OpRule) -> None:
+        dict.__setitem__(self, key, value)
+        self._decoded.add(key)
+
+    def values(self):  # type: ignore[override]  # noqa: ANN201
+        return [rule for _, rule in self.items()]
+
+    def items(self):  # type: ignore[override]  # noqa: ANN201
+        return [(k, self.get(k)) for k in list(self) if self.get(k) is not None]
+
+    def update(self, other: object = (), **kw: object) -> None:  # type: ignore[override]
+        for key, value in dict(other, **kw).items():  # type: ignore[call-overload]
+            self[key] = value
+
+    def copy(self) -> dict:  # type: ignore[override]
+        return dict(self.items())
+
+    def __reduce__(self):  # noqa: ANN204 - a worker gets plain decoded rules
+        return (dict, (self.items(),))
