@@ -594,7 +594,7 @@ def check_program_recorded(
                     _trace(f"selective: {ran}, top levels of {tops} files")
                     return results, _program_record(files, recorder)
             except ElidedBody:
-                why = "a body left out was entered"  # the whole program answers
+                why = "it reached a body or a file it left out"  # the whole program answers
             _trace(f"selective run abandoned ({why})")
         recorder = Recorder(bodies)
         _trace(f"whole program of {len(files)} files")

@@ -160,12 +160,14 @@ def _run_top_level(interp: Interpreter, run: _ModuleRun) -> None:
     run.scope = Scope(run.ctx, {})
     # a module's top level makes shared objects, also when a function's check imports it first (a library)
     generation, Generation.current = Generation.current, -1 - run.index
+    # and how it spells spmd_types stays after the check that imported it first ends (interpreter.py)
     undo, interp.attr_undo = interp.attr_undo, None
+    spellings, interp.spelling_undo = interp.spelling_undo, None
     try:
         interp.run_scope(run.scope, run.unit.module)
     finally:
         run.state = "done"
-        Generation.current, interp.attr_undo = generation, undo
+        Generation.current, interp.attr_undo, interp.spelling_undo = generation, undo, spellings
 
 
 def map_units(log: RootLog, index: int, unit: SourceUnit) -> None:
