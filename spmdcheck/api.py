@@ -28,7 +28,7 @@ from spmdcheck.frontend.source import (
     parse_screened,
     read_source_bytes,
 )
-from spmdcheck.program.graph import ModuleFile, ModuleGraph, build_graph, module_name_for, plainly_imported
+from spmdcheck.program.graph import ModuleFile, ModuleGraph, build_graph, module_name_for
 from spmdcheck.rules.cache import CacheError, dump_registry, load_cached_registry
 from spmdcheck.rules.stubs import Registry, load_stub_dirs
 
@@ -184,11 +184,7 @@ class Recorder:
     top_writers: list[int] = field(default_factory=list)
     top_files: list[int] = field(default_factory=list)
     top_order: list[int] = field(default_factory=list)
-
-
-def _strict_of(text: str, settings: Settings) -> bool:
-    inline = read_inline_config(text)
-    return inline.strict if inline.strict is not None else settings.strict
+    parsed: int = 0  # the files the run parsed (a selective run defers the others: see analysis/program.py)
 
 
 def _check_sources(
@@ -221,15 +217,24 @@ def _check_sources(
     selective: incremental.Selective | None = recorder.selective if recorder is not None else None  # type: ignore[assignment]
     part = selective.top_only if selective is not None else None  # the files a selective run needs (by index)
     for index, (path, text) in enumerate(sources.items()):
-        if part is not None and index not in part and path not in libraries:
-            # left out of a selective run: its diagnostics are the recorded ones, an import of it ends the run
-            units.append(SourceUnit(path, None, Options(), module_name_for(path, exists), text="", absent=True))
-            strict_of[path] = _strict_of(text, settings)
-            continue
-        if path in libraries:
+        if path in libraries or (part is not None and index not in part):
             library_text = blanked[path] if blanked and path in blanked else text
             if path in shallow:
                 shallow_libraries.add(id(library_text))
+        if path not in libraries and part is not None and index not in part:
+            # deferred in a selective run: parsed and run when a name of it is read; its diagnostics before the
+            # analysis (syntax, settings) are the recorded ones
+            inline = read_inline_config(text)
+            options = Options(
+                mesh=inline.mesh if inline.mesh is not None else settings.mesh,
+                strict=inline.strict if inline.strict is not None else settings.strict,
+            )
+            unit = SourceUnit(path, None, options, module_name_for(path, exists), frozenset(mesh_names_in(text)))
+            unit.text, unit.deferred, unit.bodies = library_text, True, recorder.bodies.get(path)  # type: ignore[union-attr]
+            units.append(unit)
+            strict_of[path] = options.strict
+            continue
+        if path in libraries:
             units.append(
                 SourceUnit(path, None, Options(mesh=settings.mesh), module_name_for(path, exists), text=library_text)
             )
@@ -299,6 +304,7 @@ def _check_sources(
         recorder.writer, recorder.unmapped = log.writer, sorted(log.unmapped)
         recorder.top_writers = sorted(log.top_writers)
         recorder.top_files, recorder.top_order = log.top_files, log.top_order
+        recorder.parsed = sum(1 for unit in units if unit.module is not None)
         if selective is not None and part is not None:
             # a part of the top levels ran: the top level's record (and what it knew of every file) stays
             recorder.roots = [r for r in recorder.roots if r[0] != TOP]
@@ -589,7 +595,7 @@ def check_program_recorded(
                 results = _check_program(files, settings, registry, recorder, selective.elided)  # type: ignore[attr-defined]
                 if not recorder.writer and not recorder.top_writers and not _failed(results):
                     plan: incremental.Selective = selective  # type: ignore[assignment]
-                    tops = f"{len(plan.top_only)} of {len(files)}" if plan.top_only is not None else "all"
+                    tops = f"{recorder.parsed} of {len(files)}" if plan.top_only is not None else "all"
                     ran = f"{len(plan.run_only)} of {len(plan.known)} roots ran again"
                     _trace(f"selective: {ran}, top levels of {tops} files")
                     return results, _program_record(files, recorder)
@@ -1013,28 +1019,16 @@ def _selective_plan(program: list[LoadedFile], store: object, hashes: dict[str, 
     graph = _program_graph(program)
     by_name = {m.name: index[m.path] for m in graph.modules.values() if m.path in index}
     importers: dict[int, set[int]] = {}
-    imports: dict[int, set[int]] = {}  # what the analysis may load: `import a.b` loads the package `a` too
     for name, targets in graph.edges.items():
-        if name not in by_name:
-            continue
-        importer = by_name[name]
-        loads = imports.setdefault(importer, set())
         for target in targets:
-            if target in by_name:
-                loads.add(by_name[target])
             # importing a.b.c runs (and binds) the packages a and a.b too: their names reach the importer
             parts = target.split(".")
             for k in range(1, len(parts) + 1):
                 package = ".".join(parts[:k])
-                if package in by_name:
-                    importers.setdefault(by_name[package], set()).add(importer)
-        for target in plainly_imported(program[importer].text):  # `import a.b` (in the program or not) loads `a`
-            parts = target.split(".")
-            loads.update(by_name[p] for p in (".".join(parts[:k]) for k in range(1, len(parts))) if p in by_name)
+                if name in by_name and package in by_name:
+                    importers.setdefault(by_name[package], set()).add(by_name[name])
     spans = [list(f.spans or ()) for f in program]
-    return shape, incremental.plan_selective(
-        record, [f.path for f in program], outlines, planned, spans, importers, imports
-    )
+    return shape, incremental.plan_selective(record, [f.path for f in program], outlines, planned, spans, importers)
 
 
 def _analysed_digest(f: LoadedFile, content: str = "", store: object = None) -> str | None:

@@ -155,7 +155,7 @@ class Selective:
     elided: dict[str, str]  # path -> the planned text with the unneeded bodies left out
     old: ProgramRecord
     changed: set[str]  # the files whose outline changed
-    # the files whose top levels run (their imports' closure: what the roots to run again can read); None: all
+    # the files whose top levels run first (the others when a name of theirs is read: `_top_part`); None: all
     top_only: set[int] | None = None
 
 
@@ -166,11 +166,10 @@ def plan_selective(
     planned: list[str],
     spans: list[list[tuple[int, int]]] | None = None,
     importers: dict[int, set[int]] | None = None,
-    imports: dict[int, set[int]] | None = None,
 ) -> Selective | None:
     """None when only the whole program can answer (see the module docstring). `spans`: each file's body
     spans now; `importers`: for each file, the files that import it (by index), directly, counting the
-    packages an import runs; `imports`: for each file, the files its import statements name."""
+    packages an import runs."""
     if record.writer or paths != record.paths or len(outlines) != len(record.outlines):
         return None
     if any("SPMD001" in str(d) or "SPMD000" in str(d) for d in record.file_diags.values()):
@@ -248,44 +247,33 @@ def plan_selective(
         spans = [span for k, span in enumerate(record.spans[i]) if (i, k) not in needed]
         if spans:
             elided[path] = elide(planned[i], spans)
-    top_only = _top_part(record, affected, top, {i for i, p in enumerate(paths) if p in changed}, imports, shifted)
+    top_only = _top_part(record, affected, top, {i for i, p in enumerate(paths) if p in changed}, readers, shifted)
     return Selective(affected, {r[0] for r in record.roots}, elided, record, changed, top_only)
 
 
 def _top_part(
-    record: ProgramRecord,
-    affected: set[tuple],
-    top: tuple,
-    changed: set[int],
-    imports: dict[int, set[int]] | None,
-    shifted: set[str],
+    record: ProgramRecord, affected: set[tuple], top: tuple, changed: set[int], readers: set[int], shifted: set[str]
 ) -> set[int] | None:
-    """The files whose top levels a selective run needs: those of the roots to run again and of the changed
-    files, and what their import statements name, transitively (a root reads no other module's names).
-    None (every top level runs) when the top level's own diagnostics may change (positions moved in their
-    file) or its record cannot place the roots; the other top levels' diagnostics are the recorded ones."""
+    """The files whose top levels a selective run runs first: those of the roots to run again and the changed
+    files; the top level of any other checked file runs only when a name of it is read (program.py), as it
+    would have run in the recorded run. None (every top level runs) after an edit outside bodies, when the
+    top level's own diagnostics may change (positions moved in their file), or when the record cannot place
+    a root; the top level's diagnostics are the recorded ones."""
     from spmdcheck.diagnostics.render import display_path
 
-    if imports is None or record.top_writers or not record.top_order:
+    if readers or record.top_writers or not record.top_order:
         return None
     shown = [display_path(p) for p in shifted]
     if any(d[0] in shifted or any(s in d[2][7] for s in shown) for d in top[3]):
         return None
-    seeds = set(changed)
+    part = set(changed)
     for key in affected:
         if not key or key[0] == "again":
             return None
         k = _top_ancestor(key)[-1]
         if k >= len(record.top_files) or record.top_files[k] < 0:
             return None
-        seeds.add(record.top_files[k])
-    part: set[int] = set()
-    todo = list(seeds)
-    while todo:
-        i = todo.pop()
-        if i not in part:
-            part.add(i)
-            todo.extend(imports.get(i, ()))
+        part.add(record.top_files[k])
     return part
 
 

@@ -89,6 +89,22 @@ def test_real_code_corpus_is_clean(tmp_path, package: corpus.Corpus, configured:
     assert errors == [], "\n".join(errors)
 
 
+@pytest.mark.parametrize("package", corpus.CORPORA, ids=[c.name for c in corpus.CORPORA])
+def test_deferred_imports_give_the_whole_runs_findings(package: corpus.Corpus) -> None:
+    """A selective run defers the imports of modules nothing has read yet (analysis/program.py): with every root
+    run again that way, each program's findings are those of its whole run (mesh configured: more rules run)."""
+    from deferral_check import deferred_runs_that_differ
+
+    from spmdcheck.api import Settings
+
+    try:
+        tree = corpus.ensure(package)
+    except corpus.CorpusUnavailable as exc:
+        pytest.fail(str(exc))
+    compared, differ = deferred_runs_that_differ(tree, Settings(mesh=tuple(package.mesh)))
+    assert compared > 0 and differ == []
+
+
 def test_every_spmd_types_name_torchtitan_uses_is_in_the_stub() -> None:
     """Issue 7, item 5: each `spmd.<name>` torchtitan writes (`import spmd_types as spmd`) is declared in the
     spmd_types stub, so none of its calls is unknown merely because the stub forgot it."""

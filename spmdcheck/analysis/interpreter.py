@@ -42,6 +42,7 @@ from spmdcheck.analysis.values import (
     MethodValue,
     ModuleRef,
     ModuleValue,
+    PendingImport,
     PyNumber,
     RankValue,
     Seq,
@@ -206,6 +207,9 @@ class Interpreter:
         self.log: RootLog | None = None  # what each root depends on (a cached run records it; see roots.py)
         self.spelling_undo: list[tuple[FileContext, str, dict[str, str]]] | None = None  # see check_functions
         self.attr_undo: list[tuple[InstanceValue, str, object]] | None = None  # see check_functions
+        # a selective run: a top-level import of a checked module outside the importer's import cycle binds a
+        # PendingImport (the module is parsed and run when the name is first read; program.py `_Loader`)
+        self.defer_imports = False
 
     # ------------------------------------------------------------------ entry
     def run_module(self, module: cst.Module) -> None:
@@ -372,6 +376,8 @@ class Interpreter:
                     break  # the rest of the block is not reached on this path
                 self.rank_specific = None
                 env = self.frame.env
+                if self.defer_imports and env is self.frame.globals:
+                    self.settle_bound(stmt)
                 self.exec_stmt(stmt)
                 if env is self.frame.globals and self.frame.env is not env:
                     # a module's top level: its namespace is the dict its functions were given as globals,
@@ -579,7 +585,7 @@ class Interpreter:
 
     def _module_named(self, dotted: str) -> Value:
         kind = self.importer.kind(dotted) if self.importer is not None else None
-        if kind == "checked":
+        if kind == "checked" and not self._deferred(dotted):
             self.importer.load(dotted)  # type: ignore[union-attr]
         return ModuleValue(dotted) if kind is not None else ModuleRef(dotted)
 
@@ -592,16 +598,41 @@ class Interpreter:
         if kind == "library":
             return LazyImport(module, name)
         if kind == "checked":
-            return self.module_attribute(module, name)
+            return PendingImport(module, name) if self._deferred(module) else self.module_attribute(module, name)
         sub = self.importer.kind(f"{module}.{name}") if self.importer is not None else None
         if sub is not None:
             return self._module_named(f"{module}.{name}")
         return UNKNOWN if relative else ModuleRef(f"{module}.{name}")
 
+    def _deferred(self, module: str) -> bool:
+        """Whether a module imported here may run later, when a name of it is read (see `defer_imports`): at a
+        module's top level (not in a class body: a class's namespace is not the module's)."""
+        frame = self.frame
+        return (
+            self.defer_imports
+            and frame.function is None
+            and frame.env is frame.globals
+            and self.importer.deferrable(self.ctx.module_file.name if self.ctx.module_file else "", module)  # type: ignore[union-attr]
+        )
+
+    def settle(self, value: Value) -> Value:
+        """The value a PendingImport stands for (its module runs now if it has not); any other value as is."""
+        if type(value) is PendingImport:
+            return self.module_attribute(value.module, value.name)
+        return value
+
+    def settle_bound(self, stmt: cst.CSTNode) -> None:
+        """Before a top-level statement runs: the names it may bind hold no PendingImport, so a join of its
+        branches, a loop's fixed point or a write keyed on the old value sees what an eager import bound."""
+        env = self.frame.env
+        for name in bound_names(stmt):
+            if type(env.get(name)) is PendingImport:
+                env[name] = self.settle(env[name])
+
     def module_attribute(self, module: str, name: str) -> Value:
         scope = self.importer.load(module) if self.importer is not None else None
         if scope is not None and name in scope.globals:
-            return self.resolve_lazy(scope.globals[name])
+            return self.resolve_lazy(self.settle(scope.globals[name]))
         if self.importer is not None and self.importer.kind(f"{module}.{name}") is not None:
             return self._module_named(f"{module}.{name}")
         return UNKNOWN  # a module without that name (or still running: an import cycle)
@@ -1015,6 +1046,8 @@ class Interpreter:
         value = frame.env.get(name, _ABSENT)
         if value is _ABSENT:
             value = frame.globals.get(name, _ABSENT)
+        if type(value) is PendingImport:
+            return self.settle(value)
         return _BUILTINS.get(name, UNKNOWN) if value is _ABSENT else value  # type: ignore[return-value]
 
     def eval_Name(self, node: cst.Name) -> Value:
@@ -1593,3 +1626,28 @@ def _loop_widen(value: Value) -> Value:
 
         return _widen([t for t, _ in value.options])
     return value
+
+
+def bound_names(stmt: cst.CSTNode) -> set[str]:
+    """The names a statement may bind in the scope it runs in (not those of the functions and classes it
+    defines, only their own names)."""
+    out: set[str] = set()
+    todo: list[cst.CSTNode] = [stmt]
+    while todo:
+        node = todo.pop()
+        kind = type(node)
+        if kind is cst.FunctionDef or kind is cst.ClassDef:
+            out.add(node.name.value)  # type: ignore[attr-defined]
+            continue
+        if kind is cst.Lambda:
+            continue
+        if kind is cst.Name:
+            out.add(node.value)  # type: ignore[attr-defined]
+            continue  # every name written or read: a superset of the targets (reads are harmless here)
+        if kind is cst.ImportAlias:
+            alias = node.asname.name if node.asname is not None else node.name  # type: ignore[attr-defined]
+            dotted = alias.value if isinstance(alias, cst.Name) else cst.Module([]).code_for_node(alias)
+            out.add(dotted.split(".")[0])
+            continue
+        todo.extend(node.children)
+    return out

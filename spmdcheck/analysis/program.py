@@ -16,7 +16,7 @@ import libcst as cst
 
 from spmdcheck.analysis.context import BindObserver, FileContext, Options, ProgramState
 from spmdcheck.analysis.interpreter import Interpreter, Scope
-from spmdcheck.analysis.roots import ElidedBody, RootLog
+from spmdcheck.analysis.roots import TOP, ElidedBody, RootLog
 from spmdcheck.analysis.values import Generation
 from spmdcheck.program.graph import ModuleFile, ModuleGraph
 from spmdcheck.rules.stubs import Registry
@@ -38,7 +38,8 @@ class SourceUnit:
     axes: frozenset[str] = frozenset()  # axis names the file mentions (known valid there)
     text: str = ""
     bodies: int | None = None  # function bodies the pre-pass cut in the file (roots.py), None: unknown
-    absent: bool = False  # a selective run left the whole file out (roots.py `top_only`): no import reaches it
+    # a checked file a selective run parses and runs only when a name of it is first read (roots.py `top_only`)
+    deferred: bool = False
 
 
 @dataclass
@@ -87,12 +88,16 @@ def analyze_program(
     loader = _Loader(interp, runs, parse, units if log is not None else None)
     interp.importer = loader
     load = loader.load
-    order = [name for component in graph.sccs() for name in component] if graph is not None else []
+    components = graph.sccs() if graph is not None else []
+    order = [name for component in components for name in component]
     if log is not None and log.top_only is not None:
-        # a part of the top levels: they start in the order they started in the recorded run (import cycles
-        # leave the same modules partly run), and no import of theirs reaches a file left out
+        # a part of the top levels (a selective run): those of `top_only`, and of the other checked files only
+        # when a name of theirs is read; in the order of the recorded run, cycles included (loader.replay)
         by_index = {run.index: name for name, run in runs.items()}
-        order = [by_index[i] for i in log.recorded_order if i in by_index and i in log.top_only]
+        started = [by_index[i] for i in log.recorded_order if i in by_index]
+        order = [name for name in started if runs[name].index in log.top_only]
+        loader.defer(components, started)
+        interp.defer_imports = True
     for name in order:
         if runs.get(name) is not None and runs[name].unit.module is not None:
             load(name)
@@ -115,6 +120,31 @@ class _Loader:
     ) -> None:
         self.interp, self.runs, self.parse = interp, runs, parse
         self.index = {id(u): i for i, u in enumerate(units)} if units is not None else None
+        self._component: dict[str, int] = {}  # module -> its import cycle (strongly connected component)
+        self._before: dict[str, list[str]] = {}  # module of a cycle -> the members that started before it
+
+    def defer(self, components: list[list[str]], started: list[str]) -> None:
+        """A selective run: a module outside the importer's cycle may run when first read (`deferrable`). A module
+        of a cycle starts after the members that started before it in the recorded run (`started`): each then
+        sees the others as partly run as it did."""
+        place = {name: k for k, name in enumerate(started)}
+        for k, component in enumerate(components):
+            for name in component:
+                self._component[name] = k
+            if len(component) > 1:
+                members = sorted(component, key=lambda n: place.get(n, len(place)))
+                for j, name in enumerate(members):
+                    self._before[name] = members[:j]
+
+    def deferrable(self, importer: str, name: str) -> bool:
+        run = self.runs.get(name)
+        return (
+            run is not None
+            and run.state == "pending"
+            and not run.ctx.library
+            and name in self._component
+            and self._component[name] != self._component.get(importer)
+        )
 
     def kind(self, name: str) -> str | None:
         run = self.runs.get(name)
@@ -126,10 +156,15 @@ class _Loader:
         run = self.runs.get(name)
         if run is None:
             return None
-        if run.unit.absent:
-            raise ElidedBody  # the selective run left this file out: only the whole program can answer
+        if run.state == "pending":
+            for earlier in self._before.get(name, ()):
+                self.load(earlier)
+            if run.state != "pending":
+                return run.scope  # an earlier member of its cycle imported it
         if run.unit.module is None:
             module = self.parse(run.unit.text) if self.parse is not None and run.state == "pending" else None
+            if module is None and run.unit.deferred:
+                raise ElidedBody  # it did not parse as the whole program's run read it: that run answers
             if module is None:
                 run.state = "done"
                 return None
@@ -145,7 +180,7 @@ class _Loader:
 def _context(unit: SourceUnit, registry: Registry, program: ProgramState) -> FileContext:
     module = unit.module if unit.module is not None else cst.Module(body=[])
     ctx = FileContext(registry, unit.options, module, path=unit.path, module_file=unit.file, program=program)
-    ctx.library = unit.module is None
+    ctx.library = unit.module is None and not unit.deferred
     ctx.known_axes.update(unit.options.mesh)
     ctx.known_axes.update(unit.axes)
     return ctx
@@ -154,8 +189,12 @@ def _context(unit: SourceUnit, registry: Registry, program: ProgramState) -> Fil
 def _run_top_level(interp: Interpreter, run: _ModuleRun) -> None:
     assert run.unit.module is not None
     run.state = "running"
-    if interp.log is not None:
-        interp.log.top_order.append(run.index)
+    log = interp.log
+    current = TOP
+    if log is not None:
+        log.top_order.append(run.index)
+        if not run.ctx.library:  # a checked module deferred while a function is checked: still the top level's
+            current, log.current = log.current, TOP
     # the scope exists (and is importable, for cycles) before the body finishes
     run.scope = Scope(run.ctx, {})
     # a module's top level makes shared objects, also when a function's check imports it first (a library)
@@ -168,6 +207,8 @@ def _run_top_level(interp: Interpreter, run: _ModuleRun) -> None:
     finally:
         run.state = "done"
         Generation.current, interp.attr_undo, interp.spelling_undo = generation, undo, spellings
+        if log is not None and not run.ctx.library:
+            log.current = current
 
 
 def map_units(log: RootLog, index: int, unit: SourceUnit) -> None:

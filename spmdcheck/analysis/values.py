@@ -280,6 +280,16 @@ class FunctionValue(Value):
 
 
 @dataclass(frozen=True)
+class PendingImport(Value):
+    """`name` imported at a module's top level from a checked module whose top level has not run, in a
+    selective run (incremental.py): the module runs when the name is first read, and gives the same value
+    it would have given then (its top level reads no module that is still running: not an import cycle)."""
+
+    module: str
+    name: str
+
+
+@dataclass(frozen=True)
 class LazyImport(Value):
     """`name` imported from a library module of the program, not loaded yet."""
 
