@@ -600,7 +600,7 @@ def check_program_recorded(
                     _trace(f"selective: {ran}, top levels of {tops} files")
                     return results, _program_record(files, recorder)
             except ElidedBody:
-                why = "it reached a body or a file it left out"  # the whole program answers
+                why = "it reached a body it left out"  # the whole program answers
             _trace(f"selective run abandoned ({why})")
         recorder = Recorder(bodies)
         _trace(f"whole program of {len(files)} files")
@@ -1003,15 +1003,23 @@ def _selective_plan(program: list[LoadedFile], store: object, hashes: dict[str, 
 
     assert isinstance(store, caching.ResultCache)
     shape = _shape(program)
+    plain = store.record(shape)
+    record = incremental.ProgramRecord.from_plain(plain) if plain is not None else None
+    if record is None:
+        return shape, None
+    # a file unchanged since the record has its body spans there (they follow from its contents alone)
+    recorded = {p: (key.split(":", 1)[0], spans) for p, key, spans in zip(record.paths, record.keys, record.spans)}
     for f in program:
         if f.spans is None and f.path in hashes:  # the taint was reused: the file's units were not read
+            content, spans = recorded.get(f.path, ("", []))
+            if content == hashes[f.path]:
+                f.spans = tuple(tuple(span) for span in spans)  # type: ignore[misc]
+                continue
             summary = store.scan_summary(f.path, hashes[f.path])
             units = store.scan_units(f.path, hashes[f.path]) if summary is not None else None
             scan = prepass.scan_from_plain(f.path, summary[1], units) if units is not None else None
             f.spans = scan.spans() if scan is not None else None
-    plain = store.record(shape)
-    record = incremental.ProgramRecord.from_plain(plain) if plain is not None else None
-    if record is None or any(f.spans is None for f in program):
+    if any(f.spans is None for f in program):
         return shape, None
     outlines = _outlines(program, record)
     planned = [f.blanked or f.text for f in program]

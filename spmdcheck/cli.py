@@ -298,15 +298,7 @@ def _check(args: argparse.Namespace) -> int:
         )
         named = {str(pathlib.Path(p)) for p in paths if os.path.isfile(p)}
         # each file obeys the include/exclude of its own (closest) config
-        files = [
-            f
-            for f in files
-            if (f in named and not args.force_exclude)
-            or (
-                resolver.for_path(pathlib.Path(f)).included(pathlib.Path(f))
-                and not resolver.for_path(pathlib.Path(f)).excluded(pathlib.Path(f))
-            )
-        ]
+        files = [f for f in files if (f in named and not args.force_exclude) or _selected_by_config(resolver, f)]
     for m in missing:
         print(f"spmdcheck: {printable(m)}: no such file or directory", file=sys.stderr)
     for problem in unreadable:  # a symlink loop, an unreadable folder, a FIFO named on the command line
@@ -578,6 +570,12 @@ def _named(results: list, files: list[str]) -> list:
 MAX_CONTEXT_FILES = 5000
 
 
+def _selected_by_config(resolver, f: str) -> bool:  # noqa: ANN001
+    path = pathlib.Path(f)
+    cfg = resolver.for_path(path)
+    return cfg.included(path) and not cfg.excluded(path)
+
+
 def _project_context(group: list[str], settings, resolver, args: argparse.Namespace, primary) -> list[str]:  # noqa: ANN001
     """The other files of the packages the group's files belong to (below their import roots), checked
     with the same analysis settings: callers there give the group's functions their types, as when the
@@ -585,6 +583,7 @@ def _project_context(group: list[str], settings, resolver, args: argparse.Namesp
     from spmdcheck.discovery import discover
     from spmdcheck.program.graph import import_root
 
+    given = {os.path.abspath(f) for f in group}
     named = {os.path.realpath(f) for f in group}
     roots = sorted({import_root(f) for f in group})
     found, _ = discover(
@@ -606,9 +605,9 @@ def _project_context(group: list[str], settings, resolver, args: argparse.Namesp
     analysis = (settings.mesh, settings.strict, settings.preview, settings.stub_path)
     context = []
     for f in found:
-        path = pathlib.Path(f)
-        if os.path.realpath(f) in named:
+        if os.path.abspath(f) in given or os.path.realpath(f) in named:  # (abspath spares a system call per file)
             continue
+        path = pathlib.Path(f)
         cfg = resolver.for_path(path)
         if not cfg.included(path) or cfg.excluded(path):
             continue

@@ -11,6 +11,7 @@ writes them.
 from __future__ import annotations
 
 import fnmatch
+import os
 import pathlib
 import tomllib
 from collections.abc import Iterable
@@ -340,14 +341,17 @@ class ConfigResolver:
         self.errors: list[str] = []
         self._by_file: dict[pathlib.Path | None, Config] = {}
         self._by_dir: dict[pathlib.Path, pathlib.Path | None] = {}
-        self._by_given: dict[pathlib.Path, pathlib.Path | None] = {}
+        self._by_given: dict[str, pathlib.Path | None] = {}
 
     def config_file_for(self, path: pathlib.Path) -> pathlib.Path | None:
         if self.isolated:
             return None
         if self.explicit is not None:
             return self.explicit
-        key = path.parent if path.suffix == ".py" else path  # files of one folder share their folder's answer
+        # files of one folder share their folder's answer (keyed on the text of the path: pathlib is slow
+        # at the thousands of files of a run)
+        text = str(path)
+        key = os.path.dirname(text) if text.endswith(".py") else text
         if key in self._by_given:
             return self._by_given[key]
         path = path.resolve()

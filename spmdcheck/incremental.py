@@ -7,13 +7,13 @@ diagnostics. When the same files come back changed, a *selective run* parses the
 bodies no affected root needs left out, runs the modules' top levels, then only the affected roots
 (those that ran a changed body, or any code of a file changed outside its bodies or of a file
 importing it); the other roots' diagnostics come from the record, merged in root order as the
-program itself de-duplicates them. After edits inside bodies only, just the top levels of the files
-the affected roots can read run (`_top_part`), and only those files are parsed. The whole program
-runs instead (never a guess) when:
+program itself de-duplicates them. After edits inside bodies only, the other files' top levels run only
+when a name of theirs is read (`_top_part`, analysis/program.py). The whole program runs instead (never
+a guess) when:
 - a file gained or lost a function body, or changed the axis names it mentions;
 - the top level executed a changed body, or any root of the last run was a writer (roots.py), or a
   file changed outside its bodies while a module's top level wrote to another module's objects;
-- the selective run reaches a body or a file it left out, or becomes a writer itself;
+- the selective run reaches a body it left out, or becomes a writer itself;
 - a changed file's bodies could not be numbered, or a file held a syntax error.
 Plain data only: the record is JSON in the result cache.
 """

@@ -29,8 +29,8 @@ Unit = tuple[int, int]  # (file index in the program, body index in the file)
 
 
 class ElidedBody(BaseException):  # noqa: N818 - a signal, like budget.BudgetExceeded: no `except Exception` stops it
-    """A selective run reached a function body or a file it had left out (or a root the record does not
-    name): the whole program must run instead."""
+    """A selective run reached a function body it had left out, queued a root the record does not name, or
+    could not parse a deferred file: the whole program must run instead."""
 
 
 @dataclass
