@@ -295,12 +295,18 @@ def _check_sources(
         if selective is not None and part is not None:
             log.run_part(part, selective.old.top_files, selective.old.top_order)
     result = analyze_program(units, registry, graph, parse_library, on_bind, log)
+
+    def wanted(code: str) -> bool:
+        """A finding of a code the settings leave out is never shown: its file's positions are not worth
+        resolving (a whole-module pass of libcst's, for the one preview finding of a big file)."""
+        return _selected(code, settings) and _previewed(code, settings)
+
     positions = ProgramPositions()
     for unit in units:
         if unit.module is not None:
             positions.add(result.contexts[unit.path], unit.path, unit.module)
     if log is not None and recorder is not None:
-        recorder.roots = _root_records(log, positions, result.program.sites, units)
+        recorder.roots = _root_records(log, positions, result.program.sites, wanted)
         recorder.writer, recorder.unmapped = log.writer, sorted(log.unmapped)
         recorder.top_writers = sorted(log.top_writers)
         recorder.top_files, recorder.top_order = log.top_files, log.top_order
@@ -323,7 +329,8 @@ def _check_sources(
         for path, plain in incremental.merged_diagnostics(recorder.roots).items():
             out[path] += caching.from_plain(path, plain)
     else:
-        for path, diags in positions.render(result.program.findings, result.program.sites).items():
+        findings = [f for f in result.program.findings if wanted(f.code)]
+        for path, diags in positions.render(findings, result.program.sites).items():
             out[path] += diags
     for path in out:
 
@@ -344,8 +351,9 @@ def _check_sources(
     }
 
 
-def _root_records(log: object, positions: ProgramPositions, sites: list, units: list) -> list:
-    """Each root that ran: its key, the bodies it executed, its providers and its diagnostics (plain)."""
+def _root_records(log: object, positions: ProgramPositions, sites: list, wanted: Callable[[str], bool]) -> list:
+    """Each root that ran: its key, the bodies it executed, its providers and its diagnostics (plain, of the
+    codes `wanted`)."""
     from spmdcheck import cache as caching
 
     out = []
@@ -353,6 +361,8 @@ def _root_records(log: object, positions: ProgramPositions, sites: list, units: 
         record = log.records[key]  # type: ignore[attr-defined]
         diags = []
         for finding in record.findings:
+            if not wanted(finding.code):
+                continue
             rendered = positions.render_one(finding, sites)
             if rendered is not None:
                 diag, same = rendered

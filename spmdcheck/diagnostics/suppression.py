@@ -160,6 +160,8 @@ def apply_suppressions(
 ) -> list[Diagnostic]:
     """The diagnostics no comment silences, plus an unused-suppression finding for each comment (or code in
     one) that silenced nothing among the enabled codes."""
+    if not diags and not _may_name_ours(text):
+        return diags  # nothing to silence, and no comment that could be reported unused: no tokenizer
     suppressions, _ = find_suppressions(text)
     if not suppressions:
         return diags
@@ -176,6 +178,22 @@ def apply_suppressions(
         return kept
     lines = physical_lines(text)
     return kept + [u for s in suppressions if (u := _unused(path, s, lines, enabled)) is not None]
+
+
+def _may_name_ours(text: str) -> bool:
+    """Whether the text may hold a suppression that can be reported unused: a `# spmdcheck:` directive, or a
+    `noqa` naming an spmdcheck code or rule (a blanket `noqa` and other tools' codes never are). A text scan,
+    so a match inside a string only costs the tokenizer."""
+    lowered = text.lower()
+    if "spmdcheck:" in lowered:
+        return True
+    if "noqa" not in lowered:
+        return False
+    for m in _NOQA.finditer(text):
+        raw = m.group("codes")
+        if raw and any(i.upper().startswith("SPMD") or lookup(i) is not None for i in re.split(r"[\s,]+", raw) if i):
+            return True
+    return False
 
 
 def _unused(path: str, s: Suppression, lines: list[str], enabled: Callable[[str], bool]) -> Diagnostic | None:
