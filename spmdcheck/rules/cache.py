@@ -146,6 +146,9 @@ def load_cached_registry(path: pathlib.Path, stamp: str) -> Registry | None:
         return None
 
 
+_ABSENT = object()
+
+
 class _LazyRules(dict):
     """The registry's rules, each decoded when first read: a run reads a few hundred of thousands."""
 
@@ -171,6 +174,11 @@ class _LazyRules(dict):
         return self._rule(key)
 
     def get(self, key: str, default: object = None) -> object:  # type: ignore[override]
+        value = dict.get(self, key, _ABSENT)  # the registry's hottest call: decoded rules return at once
+        if value is _ABSENT:
+            return default
+        if type(value) is not dict:
+            return value
         try:
             return self._rule(key)
         except KeyError:
