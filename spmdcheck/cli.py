@@ -347,7 +347,9 @@ def _check(args: argparse.Namespace) -> int:
             from spmdcheck.api import run_check
 
             if primary.project_context and not args.no_project_context:
-                context = _project_context(group, settings, resolver, args, primary)
+                # one settings group: the folders named hold only its files, so the context need not walk them
+                walked = frozenset(os.path.realpath(p) for p in paths if len(by_settings) == 1 and os.path.isdir(p))
+                context = _project_context(group, settings, resolver, args, primary, walked)
             focus = frozenset(group) if context else None
             group_results = _named(run_check(group + context, settings, registry, jobs, store, focus), group)
             if store is not None:
@@ -576,10 +578,13 @@ def _selected_by_config(resolver, f: str) -> bool:  # noqa: ANN001
     return cfg.included(path) and not cfg.excluded(path)
 
 
-def _project_context(group: list[str], settings, resolver, args: argparse.Namespace, primary) -> list[str]:  # noqa: ANN001
+def _project_context(  # noqa: ANN001
+    group: list[str], settings, resolver, args: argparse.Namespace, primary, walked: frozenset[str] = frozenset()
+) -> list[str]:
     """The other files of the packages the group's files belong to (below their import roots), checked
     with the same analysis settings: callers there give the group's functions their types, as when the
-    whole folder is checked. Files the configuration excludes are left out."""
+    whole folder is checked. Files the configuration excludes are left out; folders in `walked` (real
+    paths) were checked whole with the group, and are not listed again."""
     from spmdcheck.discovery import discover
     from spmdcheck.program.graph import import_root
 
@@ -594,6 +599,7 @@ def _project_context(group: list[str], settings, resolver, args: argparse.Namesp
         True,
         errors=[],
         limit=MAX_CONTEXT_FILES + len(named),  # past that the context is dropped: no need to list a huge package
+        walked=walked,
     )
     if len(found) > MAX_CONTEXT_FILES + len(named):
         print(

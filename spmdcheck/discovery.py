@@ -145,8 +145,10 @@ def discover(
     force_exclude: bool = False,
     errors: list[str] | None = None,
     limit: int | None = None,
+    walked: frozenset[str] = frozenset(),
 ) -> tuple[list[str], list[str]]:
-    """Python files under `paths`, sorted; and the paths that do not exist.
+    """Python files under `paths`, sorted; and the paths that do not exist. Folders whose real path is in
+    `walked` are not entered (the caller has their files already).
 
     Paths that exist but cannot be checked (an unreadable folder, a symlink loop, a FIFO named on the
     command line) are added to `errors` as "path: reason"; a FIFO, socket or device found in a folder is
@@ -170,6 +172,8 @@ def discover(
             continue
         ignore = GitIgnore()
         real = _resolved(p)
+        if str(real) in walked:
+            continue
         if respect_gitignore:
             for parent in [real, *real.parents]:
                 ignore.load(parent)
@@ -188,6 +192,8 @@ def discover(
             kept = []
             for n in dirnames:
                 real_n = _real_child(d, d_real, n)
+                if walked and str(real_n) in walked:
+                    continue
                 if not _excluded(d / n, root, exclude, real_n, real_root) and not (
                     respect_gitignore and ignore.ignored(real_n, True)
                 ):

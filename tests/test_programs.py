@@ -296,3 +296,31 @@ def test_a_huge_package_around_a_named_file_is_not_listed_in_full(tmp_path, monk
     assert status == 0
     assert "more than 3 other files" in capsys.readouterr().err
     assert max(walked) <= 3 + 1 + 1  # the limit, the named file, and the one that proved the limit passed
+
+
+def test_a_folder_named_whole_is_not_walked_again_for_its_project_context(tmp_path, monkeypatch):
+    """`check pkg/sub`: the context walk of the import root (`pkg`'s folder) skips `pkg/sub`, whose files are all
+    checked already, and still finds its siblings (they give the checked functions their callers)."""
+    from spmdcheck import cli, discovery
+
+    sub = tmp_path / "pkg" / "sub"
+    sub.mkdir(parents=True)
+    for folder in (tmp_path / "pkg", sub):
+        (folder / "__init__.py").write_text("")
+    for i in range(5):
+        (sub / f"m{i}.py").write_text("x = 1\n")
+    (tmp_path / "pkg" / "sibling.py").write_text("y = 2\n")
+    listed: list[list[str]] = []
+    original = discovery.discover
+
+    def recording(*args, **kwargs):
+        found, missing = original(*args, **kwargs)
+        listed.append(found)
+        return found, missing
+
+    monkeypatch.setattr(discovery, "discover", recording)
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["check", "pkg/sub", "--no-cache", "--output-format", "concise"]) == 0
+    checked, context = listed
+    assert len(checked) == 6
+    assert sorted(pathlib.Path(f).name for f in context) == ["__init__.py", "sibling.py"]
