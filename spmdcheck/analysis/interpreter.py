@@ -171,6 +171,14 @@ _RUN_STATE = (
     "inline_stack",
     "call_sites",
     "divergent",
+    # what the code that imported the module was in the middle of: a call typed per alternative, the arms of a
+    # rank-dependent `if`, a call whose collectives its summary keeps (a module runs as if imported first)
+    "collectives",
+    "effects",
+    "last_test",
+    "rank_branches",
+    "attr_logs",
+    "rank_specific",
 )
 
 
@@ -235,6 +243,8 @@ class Interpreter:
         self.frame = Frame(scope.globals, scope.globals)
         self.mesh, self.grad_enabled, self.checking = scope.ctx.options.mesh, True, True
         self.inline_stack, self.call_sites, self.divergent = [], [], []
+        self.collectives, self.effects, self.last_test = [], None, UNKNOWN
+        self.rank_branches, self.attr_logs, self.rank_specific = 0, [], None
         try:
             self.exec_block(module.body)
         finally:

@@ -92,7 +92,7 @@ def analyze_program(
     order = [name for component in components for name in component]
     if log is not None and log.top_only is not None:
         # a part of the top levels (a selective run): those of `top_only`, and of the other checked files only
-        # when a name of theirs is read; in the order of the recorded run, cycles included (loader.replay)
+        # when a name of theirs is read; in the order of the recorded run, cycles included (`_Loader.defer`)
         by_index = {run.index: name for name, run in runs.items()}
         started = [by_index[i] for i in log.recorded_order if i in by_index]
         order = [name for name in started if runs[name].index in log.top_only]
