@@ -356,10 +356,26 @@ class ConfigResolver:
             return self._by_given[key]
         path = path.resolve()
         directory = path if path.is_dir() else path.parent
-        if directory not in self._by_dir:
-            self._by_dir[directory] = find_config(directory)
-        self._by_given[key] = self._by_dir[directory]
-        return self._by_dir[directory]
+        self._by_given[key] = self._closest(directory)
+        return self._by_given[key]
+
+    def _closest(self, directory: pathlib.Path) -> pathlib.Path | None:
+        """`find_config(directory)`, each folder looked at once in a run (the folders of a tree share parents)."""
+        walked: list[pathlib.Path] = []
+        found: pathlib.Path | None = None
+        for folder in [directory, *directory.parents]:
+            if folder in self._by_dir:
+                found = self._by_dir[folder]
+                break
+            walked.append(folder)
+            found = next(
+                (c for name in CONFIG_FILE_NAMES if (c := folder / name).is_file() and has_config_table(c)), None
+            )
+            if found is not None:
+                break
+        for folder in walked:
+            self._by_dir[folder] = found
+        return found
 
     def for_path(self, path: pathlib.Path) -> Config:
         source = self.config_file_for(path)
