@@ -312,8 +312,15 @@ def _check_sources(
         recorder.top_files, recorder.top_order = log.top_files, log.top_order
         recorder.parsed = sum(1 for unit in units if unit.module is not None)
         if selective is not None and part is not None:
-            # a part of the top levels ran: the top level's record (and what it knew of every file) stays
+            # a part of the top levels ran: the top level's diagnostics are the recorded ones (an edit inside
+            # bodies) or this run's (outside: the recorded top level had none); what it ran and reused, both
+            old_top = next(r for r in selective.old.roots if r[0] == TOP)
+            fresh_top = next((r for r in recorder.roots if r[0] == TOP), (TOP, [], [], []))
             recorder.roots = [r for r in recorder.roots if r[0] != TOP]
+            if selective.fresh_top:
+                top_units = sorted({tuple(u) for u in old_top[1]} | {tuple(u) for u in fresh_top[1]})
+                providers = sorted({tuple(p) for p in old_top[2]} | {tuple(p) for p in fresh_top[2]}, key=str)
+                recorder.roots.insert(0, (TOP, top_units, providers, fresh_top[3]))
             parsed = {i for i, unit in enumerate(units) if unit.module is not None}
             recorder.unmapped = sorted(set(recorder.unmapped) | {i for i in selective.old.unmapped if i not in parsed})
             recorder.top_files, recorder.top_order = selective.old.top_files, selective.old.top_order
@@ -647,6 +654,7 @@ def _program_record(files: list[LoadedFile], recorder: Recorder) -> dict | None:
         recorder.top_files,
         recorder.top_order,
         [_outline_key(f) for f in files],
+        [incremental.import_key(f.imports) for f in files],
     ).plain()
 
 
@@ -1046,7 +1054,9 @@ def _selective_plan(program: list[LoadedFile], store: object, hashes: dict[str, 
                 if name in by_name and package in by_name:
                     importers.setdefault(by_name[package], set()).add(by_name[name])
     spans = [list(f.spans or ()) for f in program]
-    return shape, incremental.plan_selective(record, [f.path for f in program], outlines, planned, spans, importers)
+    imports = [incremental.import_key(f.imports) for f in program]
+    paths = [f.path for f in program]
+    return shape, incremental.plan_selective(record, paths, outlines, planned, spans, importers, imports)
 
 
 def _analysed_digest(f: LoadedFile, content: str = "", store: object = None) -> str | None:

@@ -29,7 +29,7 @@ from typing import Any
 from spmdcheck import prepass
 from spmdcheck.analysis.roots import ELIDED, TOP, descends, parent
 
-RECORD_VERSION = 4
+RECORD_VERSION = 5
 _LINE_END = re.compile(r"(\r\n|\r|\n)")
 
 
@@ -98,6 +98,7 @@ class ProgramRecord:
     top_files: list[int] = field(default_factory=list)  # the file whose top level queued each root (0, k)
     top_order: list[int] = field(default_factory=list)  # the files in the order their top levels started
     keys: list[str] = field(default_factory=list)  # what each file's outline follows from (api._outline_key)
+    imports: list[str] = field(default_factory=list)  # a hash of the modules each file's imports name
 
     def plain(self) -> dict:
         return {
@@ -114,6 +115,7 @@ class ProgramRecord:
             "top_files": self.top_files,
             "top_order": self.top_order,
             "keys": self.keys,
+            "imports": self.imports,
         }
 
     @classmethod
@@ -141,6 +143,7 @@ class ProgramRecord:
                 [int(i) for i in data["top_files"]],
                 [int(i) for i in data["top_order"]],
                 [str(k) for k in data["keys"]],
+                [str(k) for k in data["imports"]],
             )
         except (AttributeError, KeyError, TypeError, ValueError):
             return None
@@ -157,6 +160,8 @@ class Selective:
     changed: set[str]  # the files whose outline changed
     # the files whose top levels run first (the others when a name of theirs is read: `_top_part`); None: all
     top_only: set[int] | None = None
+    # with `top_only`: the top level's diagnostics are this run's (an edit outside bodies), not the recorded ones
+    fresh_top: bool = False
 
 
 def plan_selective(
@@ -166,10 +171,11 @@ def plan_selective(
     planned: list[str],
     spans: list[list[tuple[int, int]]] | None = None,
     importers: dict[int, set[int]] | None = None,
+    imports: list[str] | None = None,
 ) -> Selective | None:
     """None when only the whole program can answer (see the module docstring). `spans`: each file's body
     spans now; `importers`: for each file, the files that import it (by index), directly, counting the
-    packages an import runs."""
+    packages an import runs; `imports`: each file's `import_key` now."""
     if record.writer or paths != record.paths or len(outlines) != len(record.outlines):
         return None
     if any("SPMD001" in str(d) or "SPMD000" in str(d) for d in record.file_diags.values()):
@@ -247,26 +253,40 @@ def plan_selective(
         spans = [span for k, span in enumerate(record.spans[i]) if (i, k) not in needed]
         if spans:
             elided[path] = elide(planned[i], spans)
-    top_only = _top_part(record, affected, top, {i for i, p in enumerate(paths) if p in changed}, readers, shifted)
-    return Selective(affected, {r[0] for r in record.roots}, elided, record, changed, top_only)
+    edited = {i for i, p in enumerate(paths) if p in changed}
+    # an edit outside bodies that changed what a file imports may change which top level starts first in an
+    # import cycle (the order a part of the top levels replays): then every top level runs
+    same_imports = imports is not None and all(
+        i < len(record.imports) and imports[i] and imports[i] == record.imports[i] for i in edited
+    )
+    top_only = _top_part(record, affected, top, edited, readers, shifted) if same_imports or not readers else None
+    return Selective(affected, {r[0] for r in record.roots}, elided, record, changed, top_only, bool(readers))
+
+
+def import_key(modules: Iterable[str] | None) -> str:
+    """What a file's import statements name, as a hash ("" when unknown)."""
+    return "" if modules is None else _hash("\0".join(sorted(modules)))
 
 
 def _top_part(
     record: ProgramRecord, affected: set[tuple], top: tuple, changed: set[int], readers: set[int], shifted: set[str]
 ) -> set[int] | None:
-    """The files whose top levels a selective run runs first: those of the roots to run again and the changed
-    files; the top level of any other checked file runs only when a name of it is read (program.py), as it
-    would have run in the recorded run. None (every top level runs) after an edit outside bodies, when the
-    top level's own diagnostics may change (positions moved in their file), or when the record cannot place
-    a root; the top level's diagnostics are the recorded ones."""
+    """The files whose top levels a selective run runs first: those of the roots to run again, the changed files,
+    and after an edit outside bodies the files that read the edited modules' names (`readers`: they and their
+    importers); the top level of any other checked file runs only when a name of it is read (program.py), as
+    it would have run in the recorded run (it imports no edited module). The top level's diagnostics are the
+    recorded ones after edits inside bodies; after an edit outside them, this run's, so the recorded top level
+    must have had none (a top level not run now would lose its own). None (every top level runs) when a top
+    level wrote to another module's objects, when the top level's recorded diagnostics may change (positions
+    moved in their file) or may be lost, or when the record cannot place a root."""
     from spmdcheck.diagnostics.render import display_path
 
-    if readers or record.top_writers or not record.top_order:
+    if record.top_writers or not record.top_order or (readers and top[3]):
         return None
     shown = [display_path(p) for p in shifted]
     if any(d[0] in shifted or any(s in d[2][7] for s in shown) for d in top[3]):
         return None
-    part = set(changed)
+    part = set(changed) | readers
     for key in affected:
         if not key or key[0] == "again":
             return None

@@ -263,6 +263,19 @@ def test_a_selective_run_runs_only_the_top_levels_its_roots_read(tmp_path: pathl
     assert "selective" in trace and _top_levels(trace) == (3, 4)
 
 
+def test_an_edit_outside_bodies_runs_the_top_levels_of_its_readers_only(tmp_path: pathlib.Path) -> None:
+    write(tmp_path, CYCLE)
+    check(tmp_path)
+    # nothing imports d.py: its top level runs, and a.py's (with b.py, its cycle) when `evaluate` reads GROUP
+    edit(tmp_path / "pkg/d.py", "from pkg.a import GROUP\n", "from pkg.a import GROUP\n\nSCALE = 2\n")
+    trace = same_as_fresh(tmp_path)
+    assert "selective" in trace and _top_levels(trace) == (3, 4)
+    # a new import may change which module of a cycle starts first: every top level runs
+    edit(tmp_path / "pkg/d.py", "SCALE = 2\n", "SCALE = 2\nimport pkg.c\n")
+    trace = same_as_fresh(tmp_path)
+    assert "top levels of all files" in trace or "whole program" in trace
+
+
 def test_deferred_imports_give_the_whole_runs_findings_on_every_fixture() -> None:
     # every root of every fixture program run again, the imported modules run only when a name is read
     compared, differ = deferred_runs_that_differ(ROOT / "fixtures", Settings())
