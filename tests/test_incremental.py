@@ -496,3 +496,14 @@ def test_a_series_of_edits_keeps_the_blanked_spans_right(project: pathlib.Path) 
     same_as_fresh(project)
     edit(project / "pkg/layers.py", "def sync(t):", "def sync(t):\n    '''Doc.'''\n")
     same_as_fresh(project)
+
+
+def test_a_function_checked_again_names_the_functions_it_queues() -> None:
+    # a forward checked again once a contract reached it (`("again", n)`) may define nested functions
+    from spmdcheck.analysis.roots import RootLog
+
+    log = RootLog()
+    log.enter(("again", 7))
+    assert [log.queue_key(object()), log.queue_key(object())] == [("again", 7, 0), ("again", 7, 1)]
+    log.enter((0, 3))
+    assert log.queue_key(object()) == (1, 3, 0)

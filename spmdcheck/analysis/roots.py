@@ -100,6 +100,8 @@ class RootLog:
             return (0, self._top_queued - 1)
         n = self._queued.get(self.current, 0)
         self._queued[self.current] = n + 1
+        if self.current[0] == "again":  # a function checked again (a writer's program, never run selectively)
+            return (*self.current, n)
         return (self.current[0] + 1, *self.current[1:], n)
 
     def wants(self, key: tuple | None) -> bool:
