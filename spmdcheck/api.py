@@ -184,6 +184,8 @@ class Recorder:
     top_writers: list[int] = field(default_factory=list)
     top_files: list[int] = field(default_factory=list)
     top_order: list[int] = field(default_factory=list)
+    writers: list[tuple] = field(default_factory=list)
+    checked: list[tuple] = field(default_factory=list)
     parsed: int = 0  # the files the run parsed (a selective run defers the others: see analysis/program.py)
 
 
@@ -292,6 +294,8 @@ def _check_sources(
     if recorder is not None:
         recorder.file_diags = {path: caching.to_plain(diags) for path, diags in out.items()}
         log = RootLog(run_only=selective.run_only, known=selective.known) if selective else RootLog()
+        if selective is not None:
+            log.recorded_checked = frozenset(selective.old.checked)
         if selective is not None and part is not None:
             log.run_part(part, selective.old.top_files, selective.old.top_order)
     result = analyze_program(units, registry, graph, parse_library, on_bind, log)
@@ -311,6 +315,12 @@ def _check_sources(
         recorder.top_writers = sorted(log.top_writers)
         recorder.top_files, recorder.top_order = log.top_files, log.top_order
         recorder.parsed = sum(1 for unit in units if unit.module is not None)
+        recorder.writers = sorted(log.writers, key=str)
+        recorder.checked = sorted(log.checked, key=str)
+        if selective is not None:  # the roots that did not run write and count as checked as they did
+            ran_now = set(log.order)
+            recorder.writers = sorted((set(selective.old.writers) - ran_now) | log.writers, key=str)
+            recorder.checked = sorted((set(selective.old.checked) - ran_now) | log.checked, key=str)
         if selective is not None and part is not None:
             # a part of the top levels ran: the top level's diagnostics are the recorded ones (an edit inside
             # bodies) or this run's (outside: the recorded top level had none); what it ran and reused, both
@@ -610,7 +620,11 @@ def check_program_recorded(
             why = "a writer"
             try:
                 results = _check_program(files, settings, registry, recorder, selective.elided)  # type: ignore[attr-defined]
-                if not recorder.writer and not recorder.top_writers and not _failed(results):
+                old = selective.old  # type: ignore[attr-defined]
+                # a root or a top level that wrote what it did not write before: what reads it is unknown
+                new_writer = bool(set(recorder.writers) - set(old.writers))
+                new_writer |= bool(set(recorder.top_writers) - set(old.top_writers))
+                if not new_writer and not _failed(results):
                     plan: incremental.Selective = selective  # type: ignore[assignment]
                     tops = f"{recorder.parsed} of {len(files)}" if plan.top_only is not None else "all"
                     ran = f"{len(plan.run_only)} of {len(plan.known)} roots ran again"
@@ -640,8 +654,8 @@ def _failed(results: list[FileResult]) -> bool:
 def _program_record(files: list[LoadedFile], recorder: Recorder) -> dict | None:
     from spmdcheck import incremental
 
-    if any(f.spans is None for f in files) or recorder.writer:
-        return None  # a writer's program is always analysed whole: no record to keep
+    if any(f.spans is None for f in files):
+        return None
     return incremental.ProgramRecord(
         [f.path for f in files],
         _outlines(files),
@@ -655,6 +669,8 @@ def _program_record(files: list[LoadedFile], recorder: Recorder) -> dict | None:
         recorder.top_order,
         [_outline_key(f) for f in files],
         [incremental.import_key(f.imports) for f in files],
+        recorder.writers,
+        recorder.checked,
     ).plain()
 
 

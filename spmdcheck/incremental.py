@@ -29,7 +29,7 @@ from typing import Any
 from spmdcheck import prepass
 from spmdcheck.analysis.roots import ELIDED, TOP, descends, parent
 
-RECORD_VERSION = 5
+RECORD_VERSION = 6
 _LINE_END = re.compile(r"(\r\n|\r|\n)")
 
 
@@ -99,6 +99,8 @@ class ProgramRecord:
     top_order: list[int] = field(default_factory=list)  # the files in the order their top levels started
     keys: list[str] = field(default_factory=list)  # what each file's outline follows from (api._outline_key)
     imports: list[str] = field(default_factory=list)  # a hash of the modules each file's imports name
+    writers: list[tuple] = field(default_factory=list)  # the roots that wrote state later roots read
+    checked: list[tuple] = field(default_factory=list)  # the roots whose function counts as checked
 
     def plain(self) -> dict:
         return {
@@ -116,6 +118,8 @@ class ProgramRecord:
             "top_order": self.top_order,
             "keys": self.keys,
             "imports": self.imports,
+            "writers": [list(k) for k in self.writers],
+            "checked": [list(k) for k in self.checked],
         }
 
     @classmethod
@@ -144,6 +148,8 @@ class ProgramRecord:
                 [int(i) for i in data["top_order"]],
                 [str(k) for k in data["keys"]],
                 [str(k) for k in data["imports"]],
+                [tuple(k) for k in data["writers"]],
+                [tuple(k) for k in data["checked"]],
             )
         except (AttributeError, KeyError, TypeError, ValueError):
             return None
@@ -176,7 +182,7 @@ def plan_selective(
     """None when only the whole program can answer (see the module docstring). `spans`: each file's body
     spans now; `importers`: for each file, the files that import it (by index), directly, counting the
     packages an import runs; `imports`: each file's `import_key` now."""
-    if record.writer or paths != record.paths or len(outlines) != len(record.outlines):
+    if paths != record.paths or len(outlines) != len(record.outlines):
         return None
     if any("SPMD001" in str(d) or "SPMD000" in str(d) for d in record.file_diags.values()):
         return None
@@ -242,6 +248,16 @@ def plan_selective(
                 if more - affected:
                     affected.update(more)
                     grew = True
+    # The writers run again too (in queue order, with the affected roots): they rebuild the state the roots after
+    # them read. One the edit reaches may write otherwise: only the whole program knows what reads it then.
+    writers = set(record.writers)
+    if writers & affected or any(descends(w, affected) for w in writers):
+        return None
+    for writer in writers:
+        node: tuple | None = writer
+        while node is not None:  # a nested writer runs when the root that queues it runs
+            affected.add(node)
+            node = parent(node)
     needed = set(top[1])
     for key, units, _, _ in record.roots:
         if descends(key, affected):
@@ -281,14 +297,14 @@ def _top_part(
     moved in their file) or may be lost, or when the record cannot place a root."""
     from spmdcheck.diagnostics.render import display_path
 
-    if record.top_writers or not record.top_order or (readers and top[3]):
-        return None
+    if record.top_writers or record.writers or not record.top_order or (readers and top[3]):
+        return None  # (with writers, every top level runs: the queue keeps the recorded run's order)
     shown = [display_path(p) for p in shifted]
     if any(d[0] in shifted or any(s in d[2][7] for s in shown) for d in top[3]):
         return None
     part = set(changed) | readers
     for key in affected:
-        if not key or key[0] == "again":
+        if not key or key[0] in ("again", "in"):
             return None
         k = _top_ancestor(key)[-1]
         if k >= len(record.top_files) or record.top_files[k] < 0:
@@ -313,8 +329,8 @@ def merge(old: ProgramRecord, fresh: list[tuple[tuple, list, list, list]], ran: 
 
 
 def _order(key: tuple) -> tuple:
-    if key and key[0] == "again":
-        return (float("inf"),)
+    if key and key[0] in ("again", "in"):
+        return (float("inf"),)  # after every other, in the order they were recorded or ran (a stable sort)
     return (-1,) if key == TOP else key
 
 

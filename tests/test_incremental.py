@@ -325,20 +325,24 @@ def test_writes_to_objects_other_checks_see_are_undone(tmp_path: pathlib.Path) -
     assert "selective" in same_as_fresh(tmp_path)
 
 
-def test_a_program_whose_checks_attach_contracts_runs_whole(tmp_path: pathlib.Path) -> None:
-    # torchtitan's config fields: a function's check attaches a module contract every later check sees
+def test_a_program_whose_checks_attach_contracts_reruns_its_writers(tmp_path: pathlib.Path) -> None:
+    # torchtitan's config fields: a function's check attaches a module contract every later check sees (a
+    # writer). An edit elsewhere runs the writers again with the affected roots, in queue order; an edit of a
+    # writer's own body has the whole program run.
     fixture = ROOT / "fixtures" / "torchtitan_style" / "config_fields_ok.py"
     (tmp_path / "m.py").write_text(fixture.read_text())
     assert "whole program" in check(tmp_path).stderr
-    text = (tmp_path / "m.py").read_text()
-    tree = ast.parse(text)
-    fn = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.body[0].lineno > n.lineno)
-    lines = text.splitlines(keepends=True)
-    at = fn.body[-1].lineno - 1
-    indent = lines[at][: len(lines[at]) - len(lines[at].lstrip())]
-    (tmp_path / "m.py").write_text("".join([*lines[:at], indent + "_edited = 0\n", *lines[at:]]))
-    trace = same_as_fresh(tmp_path)
-    assert "whole program" in trace and "selective" not in trace
+    outcomes = []
+    for name in ("set_dense_ffn_sharding", "set_layer_sharding", "forward"):
+        text = (tmp_path / "m.py").read_text()
+        tree = ast.parse(text)
+        fn = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == name)
+        lines = text.splitlines(keepends=True)
+        at = fn.body[-1].lineno - 1
+        indent = lines[at][: len(lines[at]) - len(lines[at].lstrip())]
+        (tmp_path / "m.py").write_text("".join([*lines[:at], indent + f"_edited_{name} = 0\n", *lines[at:]]))
+        outcomes.append("selective" in same_as_fresh(tmp_path))
+    assert any(outcomes), outcomes
 
 
 def _body_edits(root: pathlib.Path, count: int, seed: int) -> list[tuple[pathlib.Path, str]]:
@@ -441,15 +445,19 @@ def test_plan_names_the_roots_that_ran_a_changed_body() -> None:
     assert incremental.plan_selective(record, ["m.py"], [outline], [edited]) is None
 
 
-def test_plan_refuses_writers_and_edits_outside_bodies() -> None:
+def test_plan_refuses_edited_writers_and_edits_outside_bodies_it_cannot_bound() -> None:
     from spmdcheck import incremental
 
-    roots = [((), [], [], []), ((0, 0), [(0, 0)], [], [])]
+    roots = [((), [], [], []), ((0, 0), [(0, 0)], [], []), ((0, 1), [(0, 1)], [], [])]
     record = _record(SOURCE, roots)
     outside = SOURCE.replace("import x", "import y")
-    assert incremental.plan_selective(record, ["m.py"], [_outline(outside)[0]], [outside]) is None
+    assert incremental.plan_selective(record, ["m.py"], [_outline(outside)[0]], [outside]) is None  # no importers
+    # a writer (a root that attached a contract) runs again with the affected roots, unless the edit reaches it
+    record.writers = [(0, 1)]
     edited = SOURCE.replace("return 1", "return 3")
-    record.writer = True
+    plan = incremental.plan_selective(record, ["m.py"], [_outline(edited)[0]], [edited])
+    assert plan is not None and plan.run_only == {(0, 0), (0, 1)} and plan.top_only is None
+    edited = SOURCE.replace("return 2", "return 4")
     assert incremental.plan_selective(record, ["m.py"], [_outline(edited)[0]], [edited]) is None
 
 
@@ -504,6 +512,6 @@ def test_a_function_checked_again_names_the_functions_it_queues() -> None:
 
     log = RootLog()
     log.enter(("again", 7))
-    assert [log.queue_key(object()), log.queue_key(object())] == [("again", 7, 0), ("again", 7, 1)]
+    assert [log.queue_key(object()), log.queue_key(object())] == [("in", "again", 7, 0), ("in", "again", 7, 1)]
     log.enter((0, 3))
     assert log.queue_key(object()) == (1, 3, 0)

@@ -287,10 +287,13 @@ class Interpreter:
             fn, scope, owner, key = self.functions.pop(0)
             if scope.ctx.library:  # a library's functions are only followed from calls
                 continue
-            if log is not None and not log.wants(key):
-                continue
             if log is not None:
-                log.enter(key if key is not None else ("again", len(log.order)))
+                key = log.root_key(fn, key)
+                if not log.wants(key):
+                    if log.skipped(key):
+                        self.checked_nodes.add(id(fn))  # as checked as it was: a contract re-queues it alike
+                    continue
+                log.enter(key)
             # Each function is checked on the state the top level left: what its check writes to objects made
             # before it (by the top level, or shared by every method of a class) is undone when it ends, and how
             # a file spells spmd_types and Megatron (for suggestions) is what its top level imports (an import
@@ -334,6 +337,7 @@ class Interpreter:
                 self.grad_enabled = decor.grad_enabled
             self.checked_nodes.add(id(fn))
             if self.log is not None:
+                self.log.checked.add(self.log.current)
                 self.log.enter_body(fn)
                 entered = True
             receiver = self.instance_for(owner) if owner is not None and calls.takes_self(fn) else None

@@ -69,6 +69,11 @@ class RootLog:
         self._queued: dict[tuple, int] = {}  # root -> nested functions it queued so far
         self._top_queued = 0
         self.writer = False
+        self.writers: set[tuple] = set()  # the roots that wrote state later roots read (see the module docstring)
+        self.checked: set[tuple] = set()  # the roots whose function counts as checked (a contract re-queues it)
+        self.recorded_checked: frozenset[tuple] = frozenset()  # a selective run: `checked` of the recorded run
+        self._first_key: dict[int, tuple] = {}  # id(function node) -> the key of its first check
+        self._again: dict[int, int] = {}  # id(function node) -> how often it was queued again
         self.top_writers: set[int] = set()  # files whose top level wrote to what another file's top level made
         self.built: dict[int, tuple[tuple, frozenset[Unit]]] = {}  # class id -> (builder root, units)
         self.unmapped: set[int] = set()  # files whose function bodies could not be numbered
@@ -100,15 +105,30 @@ class RootLog:
             return (0, self._top_queued - 1)
         n = self._queued.get(self.current, 0)
         self._queued[self.current] = n + 1
-        if self.current[0] == "again":  # a function checked again (a writer's program, never run selectively)
-            return (*self.current, n)
+        if self.current[0] in ("again", "in"):  # in a function checked again: named after it
+            return ("in", *self.current, n)
         return (self.current[0] + 1, *self.current[1:], n)
+
+    def root_key(self, node: Any, key: tuple | None) -> tuple:
+        """The key of a root about to run (or be skipped): its queue key, or for a function queued again (a
+        contract reached it after its check) `("again", *its first key, m)`, the same in every run."""
+        if key is not None:
+            self._first_key.setdefault(id(node), key)
+            return key
+        first = self._first_key.get(id(node))
+        m = self._again.get(id(node), 0)
+        self._again[id(node)] = m + 1
+        return ("again", *(first if first is not None else ("?",)), m)
+
+    def skipped(self, key: tuple) -> bool:
+        """A recorded root a selective run does not run: whether its function counts as checked (as it did)."""
+        return key in self.recorded_checked
 
     def wants(self, key: tuple | None) -> bool:
         """Whether a queued root runs: in a selective run, a recorded root named to run again, a new root,
         and every nested function (only a root that runs again queues one, and its nested functions may
         not be the ones it queued before)."""
-        if self.run_only is None or key is None or key[0] != 0:
+        if self.run_only is None or key is None or (key[0] != 0 and key[0] != "again"):
             return True
         return key in self.run_only or key not in self.known
 
@@ -160,6 +180,7 @@ class RootLog:
     def wrote_shared(self) -> None:
         if self.current != TOP:
             self.writer = True
+            self.writers.add(self.current)
         else:
             self.top_wrote()
 
@@ -193,6 +214,8 @@ def parent(key: tuple) -> tuple | None:
     """The root that queued a nested function's root (None for the top level's)."""
     if not key or key[0] == "again" or key[0] == 0:
         return None
+    if key[0] == "in":
+        return key[1:-1]  # a function queued by one checked again
     return (key[0] - 1, *key[1:-1])
 
 
