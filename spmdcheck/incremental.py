@@ -11,9 +11,10 @@ program itself de-duplicates them. After edits inside bodies only, the other fil
 when a name of theirs is read (`_top_part`, analysis/program.py). The whole program runs instead (never
 a guess) when:
 - a file gained or lost a function body, or changed the axis names it mentions;
-- the top level executed a changed body, or any root of the last run was a writer (roots.py), or a
+- the top level executed a changed body, or the edit reaches a root of the last run that was a writer
+  (roots.py: the others run again with the affected roots), or a
   file changed outside its bodies while a module's top level wrote to another module's objects;
-- the selective run reaches a body it left out, or becomes a writer itself;
+- the selective run reaches a body it left out, or a root or top level writes what it did not write before;
 - a changed file's bodies could not be numbered, or a file held a syntax error.
 Plain data only: the record is JSON in the result cache.
 """

@@ -14,9 +14,12 @@ the k-th function the top level queued is `(0, k)`, and the j-th nested function
 `(d, *path)` queued while it ran is `(d + 1, *path, j)`; these keys sort in queue order. A root that
 runs again has all its nested functions run again (`parent` names the root that queued one).
 
-A root that changes state other roots read (attaches a module contract, narrows a config field, queues
-a function again, teaches a file an axis name) is a *writer*: a program with one is always analysed
-whole again. (What a root writes to objects others made is undone when it ends: interpreter.py.)
+A root that changes state other roots read (attaches a module contract, narrows a config field, teaches a
+file an axis name) is a *writer*: a selective run runs every writer of the recorded run again, in queue order
+with the roots it runs (so each sees the state it saw), and a skipped root counts as checked as it did (a
+contract that reaches a checked `forward` queues it again, as `("again", *its first key, m)`); a run where an
+edit reaches a writer, or a new writer appears, is the whole program's. (What a root writes to objects others
+made is undone when it ends: interpreter.py.)
 """
 
 from __future__ import annotations
