@@ -179,7 +179,6 @@ class Recorder:
     selective: object = None  # an incremental.Selective
     roots: list = field(default_factory=list)
     file_diags: dict[str, list] = field(default_factory=dict)
-    writer: bool = False
     unmapped: list[int] = field(default_factory=list)
     top_writers: list[int] = field(default_factory=list)
     top_files: list[int] = field(default_factory=list)
@@ -311,7 +310,7 @@ def _check_sources(
             positions.add(result.contexts[unit.path], unit.path, unit.module)
     if log is not None and recorder is not None:
         recorder.roots = _root_records(log, positions, result.program.sites, wanted)
-        recorder.writer, recorder.unmapped = log.writer, sorted(log.unmapped)
+        recorder.unmapped = sorted(log.unmapped)
         recorder.top_writers = sorted(log.top_writers)
         recorder.top_files, recorder.top_order = log.top_files, log.top_order
         recorder.parsed = sum(1 for unit in units if unit.module is not None)
@@ -662,7 +661,6 @@ def _program_record(files: list[LoadedFile], recorder: Recorder) -> dict | None:
         [list(f.spans or ()) for f in files],
         recorder.file_diags,
         recorder.roots,
-        recorder.writer,
         recorder.unmapped,
         recorder.top_writers,
         recorder.top_files,

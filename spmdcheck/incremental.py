@@ -30,7 +30,7 @@ from typing import Any
 from spmdcheck import prepass
 from spmdcheck.analysis.roots import ELIDED, TOP, descends, parent
 
-RECORD_VERSION = 6
+RECORD_VERSION = 7
 _LINE_END = re.compile(r"(\r\n|\r|\n)")
 
 
@@ -93,7 +93,6 @@ class ProgramRecord:
     spans: list[list[tuple[int, int]]]
     file_diags: dict[str, list]  # path -> the diagnostics made before the analysis (syntax, settings)
     roots: list[tuple[tuple, list[tuple[int, int]], list[tuple], list[list]]]  # key, units, providers, diags
-    writer: bool = False
     unmapped: list[int] = field(default_factory=list)
     top_writers: list[int] = field(default_factory=list)
     top_files: list[int] = field(default_factory=list)  # the file whose top level queued each root (0, k)
@@ -112,7 +111,6 @@ class ProgramRecord:
             "file_diags": self.file_diags,
             "roots": [[list(k), [list(u) for u in units], [list(p) for p in providers], diags]
                       for k, units, providers, diags in self.roots],
-            "writer": self.writer,
             "unmapped": self.unmapped,
             "top_writers": self.top_writers,
             "top_files": self.top_files,
@@ -142,7 +140,6 @@ class ProgramRecord:
                     )
                     for k, units, providers, diags in data["roots"]
                 ],
-                bool(data["writer"]),
                 [int(i) for i in data["unmapped"]],
                 [int(i) for i in data["top_writers"]],
                 [int(i) for i in data["top_files"]],

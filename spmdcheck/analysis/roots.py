@@ -71,7 +71,6 @@ class RootLog:
         self._bodies: list[Unit | None] = []  # the unit of each function body being run, innermost last
         self._queued: dict[tuple, int] = {}  # root -> nested functions it queued so far
         self._top_queued = 0
-        self.writer = False
         self.writers: set[tuple] = set()  # the roots that wrote state later roots read (see the module docstring)
         self.checked: set[tuple] = set()  # the roots whose function counts as checked (a contract re-queues it)
         self.recorded_checked: frozenset[tuple] = frozenset()  # a selective run: `checked` of the recorded run
@@ -182,7 +181,6 @@ class RootLog:
 
     def wrote_shared(self) -> None:
         if self.current != TOP:
-            self.writer = True
             self.writers.add(self.current)
         else:
             self.top_wrote()
