@@ -35,7 +35,7 @@ from spmdcheck.rules.stubs import Registry, load_stub_dirs
 if TYPE_CHECKING:  # libcst and the analysis load when a file is analysed: a cached run never needs them
     import libcst as cst
 
-    from spmdcheck.analysis.context import BindObserver
+    from spmdcheck.analysis.context import BindObserver, Options
     from spmdcheck.rules.stubs import Registry
 
 SHIPPED_STUBS_CANDIDATES = (
@@ -188,6 +188,18 @@ class Recorder:
     parsed: int = 0  # the files the run parsed (a selective run defers the others: see analysis/program.py)
 
 
+def _file_options(text: str, settings: Settings) -> tuple[Options, list[tuple[int, str]]]:
+    """A file's analysis options (its header comments over the settings) and the header's errors."""
+    from spmdcheck.analysis.context import Options
+
+    inline = read_inline_config(text)
+    options = Options(
+        mesh=inline.mesh if inline.mesh is not None else settings.mesh,
+        strict=inline.strict if inline.strict is not None else settings.strict,
+    )
+    return options, list(inline.errors)
+
+
 def _check_sources(
     sources: dict[str, str],
     settings: Settings | None,
@@ -225,11 +237,7 @@ def _check_sources(
         if path not in libraries and part is not None and index not in part:
             # deferred in a selective run: parsed and run when a name of it is read; its diagnostics before the
             # analysis (syntax, settings) are the recorded ones
-            inline = read_inline_config(text)
-            options = Options(
-                mesh=inline.mesh if inline.mesh is not None else settings.mesh,
-                strict=inline.strict if inline.strict is not None else settings.strict,
-            )
+            options, _ = _file_options(text, settings)
             unit = SourceUnit(path, None, options, module_name_for(path, exists), frozenset(mesh_names_in(text)))
             unit.text, unit.deferred, unit.bodies = library_text, True, recorder.bodies.get(path)  # type: ignore[union-attr]
             units.append(unit)
@@ -270,12 +278,8 @@ def _check_sources(
                 )
             )
             continue
-        inline = read_inline_config(text)
-        options = Options(
-            mesh=inline.mesh if inline.mesh is not None else settings.mesh,
-            strict=inline.strict if inline.strict is not None else settings.strict,
-        )
-        out[path] += [make(path, "SPMD005", message, line) for line, message in inline.errors]
+        options, errors = _file_options(text, settings)
+        out[path] += [make(path, "SPMD005", message, line) for line, message in errors]
         units.append(SourceUnit(path, parsed, options, module_name_for(path, exists), frozenset(mesh_names_in(text))))
         if recorder is not None:
             units[-1].bodies = recorder.bodies.get(path)
@@ -313,13 +317,13 @@ def _check_sources(
         recorder.unmapped = sorted(log.unmapped)
         recorder.top_writers = sorted(log.top_writers)
         recorder.top_files, recorder.top_order = log.top_files, log.top_order
-        recorder.parsed = sum(1 for unit in units if unit.module is not None)
-        recorder.writers = sorted(log.writers, key=str)
-        recorder.checked = sorted(log.checked, key=str)
+        parsed = {i for i, unit in enumerate(units) if unit.module is not None}
+        recorder.parsed = len(parsed)
+        writers, checked = set(log.writers), set(log.checked)
         if selective is not None:  # the roots that did not run write and count as checked as they did
-            ran_now = set(log.order)
-            recorder.writers = sorted((set(selective.old.writers) - ran_now) | log.writers, key=str)
-            recorder.checked = sorted((set(selective.old.checked) - ran_now) | log.checked, key=str)
+            writers |= set(selective.old.writers) - set(log.order)
+            checked |= set(selective.old.checked) - set(log.order)
+        recorder.writers, recorder.checked = sorted(writers, key=str), sorted(checked, key=str)
         if selective is not None and part is not None:
             # a part of the top levels ran: the top level's diagnostics are the recorded ones (an edit inside
             # bodies) or this run's (outside: the recorded top level had none); what it ran and reused, both
@@ -330,7 +334,6 @@ def _check_sources(
                 top_units = sorted({tuple(u) for u in old_top[1]} | {tuple(u) for u in fresh_top[1]})
                 providers = sorted({tuple(p) for p in old_top[2]} | {tuple(p) for p in fresh_top[2]}, key=str)
                 recorder.roots.insert(0, (TOP, top_units, providers, fresh_top[3]))
-            parsed = {i for i, unit in enumerate(units) if unit.module is not None}
             recorder.unmapped = sorted(set(recorder.unmapped) | {i for i in selective.old.unmapped if i not in parsed})
             recorder.top_files, recorder.top_order = selective.old.top_files, selective.old.top_order
     if selective is not None and recorder is not None:
