@@ -262,11 +262,13 @@ def plan_selective(
             needed.update(units)
     elided: dict[str, str] = {}
     for i, path in enumerate(paths):
-        if path in changed or i in record.unmapped:
+        if i in record.unmapped:
             continue
-        spans = [span for k, span in enumerate(record.spans[i]) if (i, k) not in needed]
-        if spans:
-            elided[path] = elide(planned[i], spans)
+        # an edited file's bodies are where they are now (its count of bodies is the recorded one)
+        now = record.spans[i] if path not in changed else spans[i] if spans is not None else None
+        left_out = [span for k, span in enumerate(now or ()) if (i, k) not in needed]
+        if left_out:
+            elided[path] = elide(planned[i], left_out)
     edited = {i for i, p in enumerate(paths) if p in changed}
     # an edit outside bodies that changed what a file imports may change which top level starts first in an
     # import cycle (the order a part of the top levels replays): then every top level runs

@@ -445,6 +445,24 @@ def test_plan_names_the_roots_that_ran_a_changed_body() -> None:
     assert incremental.plan_selective(record, ["m.py"], [outline], [edited]) is None
 
 
+def test_plan_leaves_out_the_bodies_of_the_edited_file_no_rerun_root_reads() -> None:
+    from spmdcheck import incremental
+    from spmdcheck.analysis.roots import ELIDED
+
+    roots = [((), [], [], []), ((0, 0), [(0, 0)], [], []), ((0, 1), [(0, 1)], [], [])]
+    record = _record(SOURCE, roots)
+    edited = SOURCE.replace("return 1", "return 3")
+    outline, spans = _outline(edited)
+    plan = incremental.plan_selective(record, ["m.py"], [outline], [edited], [spans])
+    assert plan is not None and plan.run_only == {(0, 0)}
+    text = plan.elided["m.py"]
+    assert "return 3" in text and "return 2" not in text and ELIDED in text
+    assert text.count("\n") == edited.count("\n")  # every line where it was: positions hold
+    # without the edited file's spans now, its text stays whole
+    plan = incremental.plan_selective(record, ["m.py"], [outline], [edited])
+    assert plan is not None and "m.py" not in plan.elided
+
+
 def test_plan_refuses_edited_writers_and_edits_outside_bodies_it_cannot_bound() -> None:
     from spmdcheck import incremental
 
