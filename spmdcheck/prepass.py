@@ -40,6 +40,7 @@ import ast
 import dataclasses
 import hashlib
 import io
+import itertools
 import json
 import os
 import re
@@ -307,31 +308,40 @@ def comment_cuts(tree: ast.Module, text: str) -> tuple[tuple[int, int], ...]:
     without these comments (`analysed_digest`), so editing one re-uses the program's results.
     """
     lines = _NEWLINE.split(text)
-    multi: set[int] = set()
+    commented = [number for number, line in enumerate(lines, 1) if "#" in line]
+    if not commented:
+        return ()
+    # how many constructs of several lines cover each line, as a difference array (summed once below)
+    change = [0] * (len(lines) + 2)
 
     def span(first: int, last: int) -> None:
         if last > first:
-            multi.update(range(first, last + 1))
+            change[first] += 1
+            change[last + 1] -= 1
 
     todo: list = list(tree.body)
     while todo:  # statements, handlers and match cases only: an expression holds none
         node = todo.pop()
         body = getattr(node, "body", None)
+        if not isinstance(body, list):  # a simple statement
+            if node.end_lineno and node.end_lineno > node.lineno:
+                span(node.lineno, node.end_lineno)
+            continue
         for name in ("body", "orelse", "finalbody", "handlers", "cases"):
             block = getattr(node, name, None)
             if isinstance(block, list):
                 todo.extend(block)
         for decorator in getattr(node, "decorator_list", ()):
             span(decorator.lineno, decorator.end_lineno or decorator.lineno)
-        if isinstance(body, list) and body:
+        if body:
             first = getattr(node, "lineno", None) or getattr(getattr(node, "pattern", None), "lineno", 0)
             span(first, max(first, body[0].lineno - 1))  # a header: from its keyword to its body
-        elif isinstance(node, ast.stmt):
-            span(node.lineno, node.end_lineno or node.lineno)
+    covered = list(itertools.accumulate(change))
     cuts: list[tuple[int, int]] = []
-    for number, line in enumerate(lines, 1):
-        if "#" not in line or number in multi:
+    for number in commented:
+        if covered[number]:
             continue
+        line = lines[number - 1]
         stripped = line.lstrip(" \t\f")
         if stripped.startswith("#"):
             column = len(line) - len(stripped)

@@ -260,6 +260,23 @@ def test_only_files_without_long_expressions_skip_the_depth_screen():
         assert not guard.shallow(tree, data)
     chain = "x = " + "+".join(["a"] * 1200) + "\n"
     assert guard.screen(chain).deep  # what the screen would have caught
+    # a compound statement with a short header is passed over (its blocks are looked at); a long one is walked
+    long_sum = "+".join(["a"] * 1200)
+    headers = [
+        "@dec({})\ndef f():\n    pass\n",
+        "def f(a={}):\n    pass\n",
+        "def f(\n    a,\n): return {}\n",
+        "class C(b[{}]):\n    pass\n",
+        "if x:\n    pass\nelif {}:\n    pass\n",
+        "try:\n    pass\nexcept E[{}]:\n    pass\n",
+        "match x:\n    case 1 if {}:\n        pass\n",
+        "for i in y:\n    if z:\n        f({})\n",
+    ]
+    for shape in headers:
+        deep = shape.format(long_sum)
+        assert not guard.shallow(ast.parse(deep), deep.encode()), shape
+        short = shape.format("a")
+        assert guard.shallow(ast.parse(short), short.encode()), shape
 
 
 def test_string_values_read_without_literal_eval_agree_with_it():

@@ -642,6 +642,32 @@ def _check_axes(interp: Interpreter, axes: dict[str, AxisType], node: cst.CSTNod
     return out
 
 
+def _annotation_words(interp: Interpreter, node: cst.BaseExpression) -> str:
+    """The names and strings an annotation is made of (`Optional[dist.ProcessGroup]`: "Optional dist
+    ProcessGroup"), read without libcst's code generator for the usual shapes; the source text otherwise."""
+    words: list[str] = []
+    todo = [node]
+    while todo:
+        kind = type(todo[-1])
+        item = todo.pop()
+        if kind is cst.Name:
+            words.append(item.value)
+        elif kind is cst.Attribute:
+            words.append(item.attr.value)
+            todo.append(item.value)
+        elif kind is cst.Subscript:
+            todo.append(item.value)
+            for element in item.slice:
+                todo.append(element.slice.value if type(element.slice) is cst.Index else element.slice)
+        elif kind is cst.BinaryOperation:
+            todo.extend((item.left, item.right))
+        elif kind is cst.SimpleString:
+            words.append(item.value)
+        else:
+            words.append(interp.ctx.text_of(item))
+    return " ".join(words)
+
+
 def parameter_values(
     interp: Interpreter,
     fn: cst.FunctionDef,
@@ -696,7 +722,7 @@ def parameter_values(
             else:
                 value = TensorValue(SpmdType(declared), GradState.UNKNOWN, None) if declared else UNKNOWN
                 if args is None and p.annotation is not None:
-                    value = group_parameter(name, interp.ctx.text_of(p.annotation.annotation)) or value
+                    value = group_parameter(name, _annotation_words(interp, p.annotation.annotation)) or value
                 if value is UNKNOWN:
                     value = contracts.config_parameter(interp, p.annotation, receiver, interp.frame.owner) or value
         else:

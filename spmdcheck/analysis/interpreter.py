@@ -535,14 +535,15 @@ class Interpreter:
             self.exec_import(small)
         elif kind is cst.Del:
             pass
-        elif kind is cst.Raise or kind is cst.Assert:
-            for child in small.children:
-                if isinstance(child, cst.BaseExpression):
-                    self.eval(child)
-            if kind is cst.Raise:
-                self.frame.exited = True
-            else:
-                contracts.narrow_config(self, small.test)  # `assert isinstance(cfg, GQAttention.Config)`
+        elif kind is cst.Raise:
+            if small.exc is not None:
+                self.eval(small.exc)
+            self.frame.exited = True
+        elif kind is cst.Assert:
+            self.eval(small.test)
+            if small.msg is not None:
+                self.eval(small.msg)
+            contracts.narrow_config(self, small.test)  # `assert isinstance(cfg, GQAttention.Config)`
 
     def exec_class(self, node: cst.ClassDef) -> None:
         """A class body runs once, in its own namespace; methods are checked with `self` an instance."""

@@ -97,12 +97,28 @@ def shallow(tree: ast.Module, data: bytes) -> bool:
             lengths.extend(len(line) + 2 for line in _BYTE_LINES.split(data))
         return sum(lengths[first - 1 : last])
 
+    def short_header(node: ast.stmt, body: list) -> bool:
+        """Whether a compound statement's header (decorators to the first line of its body) is short."""
+        first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", ()))])
+        if not lengths:
+            lengths.extend(len(line) + 2 for line in _BYTE_LINES.split(data))
+        return sum(lengths[first - 1 : max(first, body[0].lineno)]) <= limit
+
     long_roots: list[ast.expr] = []
     stack: list[ast.AST] = [tree]
     while stack:
         node = stack.pop()
-        if isinstance(node, ast.stmt) and not hasattr(node, "body") and size(node) <= limit:
-            continue  # a short simple statement: no expression in it is longer
+        if isinstance(node, ast.stmt):
+            body = getattr(node, "body", None)
+            if not isinstance(body, list):
+                if size(node) <= limit:
+                    continue  # a short simple statement: no expression in it is longer
+            elif body and short_header(node, body):
+                for name in _BLOCKS:  # no expression of the header is longer: only its blocks are looked at
+                    block = getattr(node, name, None)
+                    if isinstance(block, list):
+                        stack.extend(block)
+                continue
         for child in ast.iter_child_nodes(node):
             if not isinstance(child, ast.expr):
                 stack.append(child)
@@ -112,6 +128,7 @@ def shallow(tree: ast.Module, data: bytes) -> bool:
 
 
 _BYTE_LINES = re.compile(rb"\r\n|\r|\n")
+_BLOCKS = ("body", "orelse", "finalbody", "handlers", "cases")  # the fields of a statement holding statements
 
 
 def quiet_ast_parse(source: str | bytes) -> ast.Module:
