@@ -299,6 +299,7 @@ def _check_sources(
         log = RootLog(run_only=selective.run_only, known=selective.known) if selective else RootLog()
         if selective is not None:
             log.recorded_checked = frozenset(selective.old.checked)
+            log.recorded_top_files = selective.old.top_files
         if selective is not None and part is not None:
             log.run_part(part, selective.old.top_files, selective.old.top_order)
     result = analyze_program(units, registry, graph, parse_library, on_bind, log)
@@ -410,6 +411,7 @@ class LoadedFile:
     cuts: tuple[tuple[int, int], ...] | None = None  # comments no analysis reads (prepass.comment_cuts)
     shallow: bool = False  # no expression too deep for libcst (guard.shallow): parsed without the screen
     spans: tuple[tuple[int, int], ...] | None = None  # every function body's lines (the pre-pass), if known
+    statements: tuple | None = None  # its module-level statements (prepass.statements), if known
     content: str = ""  # its content hash, in a cached run
     outline: object = None  # its incremental.Outline, once made
 
@@ -429,7 +431,9 @@ def _outlines(files: list[LoadedFile], old: object = None) -> list:
         known = {key: o for key, o in zip(old.keys, old.outlines) if key}
     for f in files:
         if f.outline is None:
-            f.outline = known.get(_outline_key(f)) or incremental.outline(f.text, f.blanked or f.text, f.spans or ())
+            f.outline = known.get(_outline_key(f)) or incremental.outline(
+                f.text, f.blanked or f.text, f.spans or (), f.statements
+            )
     return [f.outline for f in files]
 
 
@@ -505,6 +509,7 @@ def plan_programs(
                 continue
             item.relevant, blank = plans[path]
             item.imports, item.module, item.cuts, item.shallow = scan.imports, scan.module, scan.cuts, scan.shallow
+            item.statements = scan.statements
             item.spans = scan.spans()
             if blank:
                 item.blanked = prepass.blank_bodies(item.text, blank)

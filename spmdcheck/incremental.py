@@ -21,6 +21,7 @@ Plain data only: the record is JSON in the result cache.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import re
 from collections.abc import Iterable
@@ -28,14 +29,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spmdcheck import prepass
-from spmdcheck.analysis.roots import ELIDED, TOP, descends, parent
+from spmdcheck.analysis.roots import ELIDED, NAME_UNIT, TOP, descends, parent
 
-RECORD_VERSION = 7
+RECORD_VERSION = 8
 _LINE_END = re.compile(r"(\r\n|\r|\n)")
 
 
 def _hash(text: str) -> str:
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
+
+
+# A module-level statement as an outline sees it: the hash of its text outside the bodies, its first and last
+# lines, the names it binds and whether it is pure (prepass.statements)
+Statement = tuple[str, int, int, tuple[str, ...], bool]
 
 
 @dataclass(frozen=True)
@@ -44,18 +50,31 @@ class Outline:
     bodies: tuple[str, ...]  # one hash per body, in source order
     lengths: tuple[int, ...]  # each body's number of lines
     axes: tuple[str, ...]  # the mesh axis names the file mentions
+    statements: tuple[Statement, ...] | None = None  # its module-level statements (None: unknown)
 
     def plain(self) -> list:
-        return [self.skeleton, list(self.bodies), list(self.lengths), list(self.axes)]
+        table = None if self.statements is None else [[h, a, b, list(n), p] for h, a, b, n, p in self.statements]
+        return [self.skeleton, list(self.bodies), list(self.lengths), list(self.axes), table]
 
     @classmethod
     def from_plain(cls, data: Any) -> Outline:
-        skeleton, bodies, lengths, axes = data
-        return cls(str(skeleton), tuple(map(str, bodies)), tuple(map(int, lengths)), tuple(map(str, axes)))
+        skeleton, bodies, lengths, axes, table = data
+        statements = None
+        if table is not None:
+            statements = tuple((str(h), int(a), int(b), tuple(map(str, n)), p is True) for h, a, b, n, p in table)
+        return cls(
+            str(skeleton), tuple(map(str, bodies)), tuple(map(int, lengths)), tuple(map(str, axes)), statements
+        )
 
 
-def outline(text: str, planned: str, spans: Iterable[tuple[int, int]]) -> Outline:
-    """`planned` is the text the analysis parses (with the pre-pass's blanked bodies)."""
+def outline(
+    text: str,
+    planned: str,
+    spans: Iterable[tuple[int, int]],
+    statements: Iterable[tuple[int, int, tuple[str, ...], bool]] | None = None,
+) -> Outline:
+    """`planned` is the text the analysis parses (with the pre-pass's blanked bodies); `statements` its
+    module-level statements as the pre-pass lists them (`prepass.statements`), when known."""
     from spmdcheck.frontend.source import mesh_names_in
 
     pieces = _LINE_END.split(planned)  # physical lines as CPython numbers them (not str.splitlines)
@@ -75,7 +94,31 @@ def outline(text: str, planned: str, spans: Iterable[tuple[int, int]]) -> Outlin
         tuple(bodies),
         tuple(end - start + 1 for start, end in spans),
         tuple(sorted(mesh_names_in(text))),
+        None if statements is None else _statement_hashes(lines, spans, statements),
     )
+
+
+def _statement_hashes(
+    lines: list[str], spans: list[tuple[int, int]], statements: Iterable[tuple[int, int, tuple[str, ...], bool]]
+) -> tuple[Statement, ...]:
+    """Each statement with the hash of its lines outside the bodies (a body counts as one mark)."""
+    out: list[Statement] = []
+    k = 0
+    for first, last, names, pure in statements:
+        while k < len(spans) and spans[k][1] < first:
+            k += 1
+        parts: list[str] = []
+        at = first
+        j = k
+        while j < len(spans) and spans[j][0] <= last:
+            start, end = spans[j]
+            parts.extend(lines[at - 1 : start - 1])
+            parts.append("\0")
+            at = end + 1
+            j += 1
+        parts.extend(lines[at - 1 : last])
+        out.append((_hash("".join(parts)), first, last, tuple(names), bool(pure)))
+    return tuple(out)
 
 
 def elide(text: str, spans: Iterable[tuple[int, int]]) -> str:
@@ -109,7 +152,7 @@ class ProgramRecord:
             "outlines": [o.plain() for o in self.outlines],
             "spans": [[list(s) for s in spans] for spans in self.spans],
             "file_diags": self.file_diags,
-            "roots": [[list(k), [list(u) for u in units], [list(p) for p in providers], diags]
+            "roots": [[list(k), _plain_units(units), [list(p) for p in providers], diags]
                       for k, units, providers, diags in self.roots],
             "unmapped": self.unmapped,
             "top_writers": self.top_writers,
@@ -134,7 +177,7 @@ class ProgramRecord:
                 [
                     (
                         tuple(k),
-                        [(int(i), int(j)) for i, j in units],
+                        _units_from_plain(units),
                         [tuple(p) for p in providers],
                         [list(d) for d in diags],
                     )
@@ -151,6 +194,24 @@ class ProgramRecord:
             )
         except (AttributeError, KeyError, TypeError, ValueError):
             return None
+
+
+def _plain_units(units: Iterable[tuple]) -> list:
+    """A root's units as plain data: the bodies as pairs, then the names it read as one string (compact)."""
+    bodies = [list(u) for u in units if u[0] != NAME_UNIT]
+    names = " ".join(sorted(str(u[1]) for u in units if u[0] == NAME_UNIT))
+    return [*bodies, names] if names else bodies
+
+
+def _units_from_plain(data: Iterable) -> list[tuple]:
+    out: list[tuple] = []
+    for item in data:
+        if isinstance(item, str):
+            out.extend((NAME_UNIT, name) for name in item.split())
+        else:
+            i, k = item
+            out.append((int(i), int(k)))
+    return out
 
 
 @dataclass
@@ -202,20 +263,28 @@ def plan_selective(
         moved = spans is not None and [tuple(x) for x in spans[i]] != [tuple(x) for x in record.spans[i]]
         if moved or new.lengths != old.lengths or new.skeleton != old.skeleton:
             shifted.add(paths[i])
-    # An edit outside the bodies of a file changes its module's names (and what its top level made): every
-    # root that ran code of that file, or of a file importing it (directly or not: names travel through
-    # imports), runs again. The top level itself always runs again.
-    readers: set[int] = set()
-    todo = list(outside)
-    while todo:
-        i = todo.pop()
-        if i not in readers:
-            readers.add(i)
-            todo.extend((importers or {}).get(i, ()))
-    if not changed_units and not readers:
-        return None
     top = next((r for r in record.roots if r[0] == TOP), None)
-    if top is None or changed_units.intersection(top[1]):
+    if top is None:
+        return None
+    # An edit outside the bodies of a file changes its module's names (and what its top level made). When
+    # every statement it changed is pure (prepass.statements: it only binds names) and no top level read one
+    # of those names, what changed is those names and the statements' bodies: the roots that read one or ran
+    # one run again (`named`). Otherwise every root that ran code of that file, or of a file importing it
+    # (directly or not: names travel through imports), runs again. The top level itself always runs again.
+    named = _changed_names(record, outlines, spans, outside, top[1]) if outside else set()
+    readers: set[int] = set()
+    if named is None:
+        todo = list(outside)
+        while todo:
+            i = todo.pop()
+            if i not in readers:
+                readers.add(i)
+                todo.extend((importers or {}).get(i, ()))
+    else:
+        changed_units |= named
+    if not changed_units and not readers and not outside:
+        return None
+    if changed_units.intersection(top[1]):
         return None
     from spmdcheck.diagnostics.render import display_path
 
@@ -275,8 +344,42 @@ def plan_selective(
     same_imports = imports is not None and all(
         i < len(record.imports) and imports[i] and imports[i] == record.imports[i] for i in edited
     )
-    top_only = _top_part(record, affected, top, edited, readers, shifted) if same_imports or not readers else None
-    return Selective(affected, {r[0] for r in record.roots}, elided, record, changed, top_only, bool(readers))
+    rerun = readers | outside  # the top levels that run again whatever is read: the edited ones and their readers
+    top_only = _top_part(record, affected, top, edited, rerun, shifted) if same_imports or not rerun else None
+    return Selective(affected, {r[0] for r in record.roots}, elided, record, changed, top_only, bool(rerun))
+
+
+def _changed_names(
+    record: ProgramRecord,
+    outlines: list[Outline],
+    spans: list[list[tuple[int, int]]] | None,
+    outside: set[int],
+    top_units: Iterable[tuple],
+) -> set[tuple] | None:
+    """What an edit outside bodies changed, when it changed only pure statements that no top level reads: the
+    names they bind, as units `(NAME_UNIT, name)`, and the bodies inside them, as units (file, body). None
+    otherwise (a statement not pure, or unknown; a name a top level read)."""
+    if spans is None:
+        return None
+    out: set[tuple] = set()
+    for i in outside:
+        old, new = record.outlines[i].statements, outlines[i].statements
+        if old is None or new is None:
+            return None
+        matcher = difflib.SequenceMatcher(None, [s[0] for s in old], [s[0] for s in new], autojunk=False)
+        for tag, a0, a1, b0, b1 in matcher.get_opcodes():
+            if tag == "equal":
+                continue
+            for table, body_spans, lo, hi in ((old, record.spans[i], a0, a1), (new, spans[i], b0, b1)):
+                for _, first, last, names, pure in table[lo:hi]:
+                    if not pure:
+                        return None
+                    out.update((NAME_UNIT, name) for name in names)
+                    out.update((i, k) for k, (a, b) in enumerate(body_spans) if first <= a and b <= last)
+    read_at_top = {tuple(u) for u in top_units}
+    if any(u in read_at_top for u in out if u[0] == NAME_UNIT):
+        return None  # a top level read a changed name: what it made from it may reach any root
+    return out
 
 
 def import_key(modules: Iterable[str] | None) -> str:

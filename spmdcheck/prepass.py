@@ -228,6 +228,8 @@ class FileScan:
     cuts: tuple[tuple[int, int], ...] | None = None
     shallow: bool = False  # CPython parsed it and no expression can be too deep for libcst (guard.shallow)
     has_units: bool = True  # False when read from the cache without its units
+    # its module-level statements: (first line, last line, names bound, pure) (see `statements`); None: unknown
+    statements: tuple[tuple[int, int, tuple[str, ...], bool], ...] | None = None
 
     def spans(self) -> tuple[tuple[int, int], ...] | None:
         """Every function body's line span, in source order (None: the units were not read)."""
@@ -290,7 +292,9 @@ def scan(path: str, data: bytes, seeds: frozenset[str], exists=os.path.exists) -
     imports, star = _imports(tree.body, module)
     cuts = comment_cuts(tree, text)
     shallow = guard.shallow(tree, data)
-    return FileScan(path, whole, units, module.name, imports, star, cuts=cuts, shallow=shallow)
+    return FileScan(
+        path, whole, units, module.name, imports, star, cuts=cuts, shallow=shallow, statements=statements(tree.body)
+    )
 
 
 _SUPPRESSION_OR_SETTING = re.compile(r"noqa|spmd", re.IGNORECASE)  # comments the checker reads
@@ -433,6 +437,85 @@ def _imports(body: list[ast.stmt], module: object) -> tuple[frozenset[str], froz
 
 def _segment(lines: list[str], start: int, end: int) -> str:
     return "\n".join(lines[start - 1 : end])
+
+
+# What a selective run may assume of a module-level statement it sees changed (incremental.py): a *pure* one
+# only binds its names (it calls nothing, writes no attribute or item, runs no decorator but these), so what
+# it changes reaches only the code that reads those names.
+_PURE_DECORATORS = frozenset({"property", "staticmethod", "classmethod", "abstractmethod", "dataclass"})
+_IMPURE_EXPRESSIONS = (
+    ast.Call, ast.Await, ast.Yield, ast.YieldFrom, ast.NamedExpr,
+    ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp,
+)
+
+
+def statements(body: list[ast.stmt]) -> tuple[tuple[int, int, tuple[str, ...], bool], ...]:
+    """Each module-level statement: its first line (decorators included), last line, the names it binds
+    and whether it is pure (see above)."""
+    out = []
+    for node in body:
+        names: set[str] = set()
+        pure = _pure_statement(node, names)
+        out.append((_start(node), node.end_lineno or node.lineno, tuple(sorted(names)), pure))
+    return tuple(out)
+
+
+def _pure_statement(node: ast.stmt, names: set[str]) -> bool:
+    """Whether `node` is pure; `names` gains what it binds (nested blocks of if/try included)."""
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        names.update(_bound_names(node))
+        return True
+    if isinstance(node, (ast.Assign, ast.AnnAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        names.update(n for target in targets for n in _target_names(target))
+        parts = [node.value, getattr(node, "annotation", None)]
+        return all(_plain_target(target) for target in targets) and all(_pure_expression(e) for e in parts)
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        names.add(node.name)
+        args = node.args
+        parts = [*args.defaults, *args.kw_defaults, node.returns]
+        for arg in [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]:
+            parts.append(getattr(arg, "annotation", None))
+        return _pure_decorators(node) and all(_pure_expression(e) for e in parts)
+    if isinstance(node, ast.ClassDef):
+        names.add(node.name)
+        inner: set[str] = set()  # the class's own namespace: not the module's
+        parts = [*node.bases, *(k.value for k in node.keywords)]
+        return (
+            _pure_decorators(node)
+            and all(_pure_expression(e) for e in parts)
+            and all(_pure_statement(s, inner) for s in node.body)
+        )
+    if isinstance(node, ast.If):
+        blocks = [node.body, node.orelse]
+        return _pure_expression(node.test) & all(_pure_statement(s, names) for b in blocks for s in b)
+    if isinstance(node, ast.Try):
+        blocks = [node.body, node.orelse, node.finalbody, *(h.body for h in node.handlers)]
+        names.update(h.name for h in node.handlers if h.name)
+        heads = all(_pure_expression(h.type) for h in node.handlers)
+        return heads & all(_pure_statement(s, names) for b in blocks for s in b)
+    if isinstance(node, ast.Expr):
+        return _pure_expression(node.value)
+    return isinstance(node, ast.Pass)
+
+
+def _plain_target(target: ast.expr) -> bool:
+    if isinstance(target, ast.Name):
+        return True
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return all(_plain_target(t) for t in target.elts)
+    return isinstance(target, ast.Starred) and _plain_target(target.value)
+
+
+def _pure_decorators(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> bool:
+    return all(
+        isinstance(d, (ast.Name, ast.Attribute)) and (d.id if isinstance(d, ast.Name) else d.attr) in _PURE_DECORATORS
+        for d in node.decorator_list
+    )
+
+
+def _pure_expression(node: ast.AST | None) -> bool:
+    return node is None or not any(isinstance(sub, _IMPURE_EXPRESSIONS) for sub in ast.walk(node))
 
 
 def _start(node: ast.stmt) -> int:
@@ -736,6 +819,7 @@ def scan_to_plain(s: FileScan) -> tuple[list, list]:
         sorted(s.star),
         None if s.cuts is None else [list(c) for c in s.cuts],
         s.shallow,
+        None if s.statements is None else [[a, b, list(names), pure] for a, b, names, pure in s.statements],
     ]
     units = [
         [
@@ -763,9 +847,11 @@ def scan_from_plain(path: str, small: object, units: object = None) -> FileScan 
     """The inverse of `scan_to_plain` (without units when `units` is None: enough to plan a file whose
     taint is known); None when the data does not have that shape."""
     try:
-        module, whole, imports, star, cuts, shallow = small  # type: ignore[misc]
+        module, whole, imports, star, cuts, shallow, table = small  # type: ignore[misc]
         out = FileScan(path, bool(whole), [], str(module), frozenset(map(str, imports)), frozenset(map(str, star)))
         out.shallow = shallow is True
+        if table is not None:
+            out.statements = tuple((int(a), int(b), tuple(map(str, n)), pure is True) for a, b, n, pure in table)
         out.cuts = None if cuts is None else tuple((int(a), int(b)) for a, b in cuts)
         out.has_units = units is not None
         members: list[list[int]] = []

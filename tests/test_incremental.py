@@ -266,12 +266,28 @@ def test_a_selective_run_runs_only_the_top_levels_its_roots_read(tmp_path: pathl
 def test_an_edit_outside_bodies_runs_the_top_levels_of_its_readers_only(tmp_path: pathlib.Path) -> None:
     write(tmp_path, CYCLE)
     check(tmp_path)
-    # nothing imports d.py: its top level runs, and a.py's (with b.py, its cycle) when `evaluate` reads GROUP
+    # a pure statement binding a name no code reads: d.py's top level runs (nothing imports d.py), no root
     edit(tmp_path / "pkg/d.py", "from pkg.a import GROUP\n", "from pkg.a import GROUP\n\nSCALE = 2\n")
     trace = same_as_fresh(tmp_path)
-    assert "selective" in trace and _top_levels(trace) == (3, 4)
+    assert "selective: 0 of" in trace and _top_levels(trace) == (1, 4)
+    # once `evaluate` reads SCALE, a new value runs it again, and a.py's top level (with b.py, its cycle) when
+    # it reads GROUP
+    edit(tmp_path / "pkg/d.py", "    return y", "    return y * SCALE")
+    same_as_fresh(tmp_path)
+    edit(tmp_path / "pkg/d.py", "SCALE = 2\n", "SCALE = 3\n")
+    trace = same_as_fresh(tmp_path)
+    assert "selective: 1 of" in trace and _top_levels(trace) == (3, 4)
+    # a statement that calls something may change whatever it reaches: every root that ran code of d.py
+    edit(tmp_path / "pkg/d.py", "SCALE = 3\n", "SCALE = int(3)\n")
+    trace = same_as_fresh(tmp_path)
+    assert "selective: 1 of" in trace and _top_levels(trace) == (3, 4)
+    # a pure edit of a name a top level reads (b.py's and d.py's `from pkg.a import GROUP`): as for a call, the
+    # roots that ran code of a.py or of a file importing it (not c.py's `other`)
+    edit(tmp_path / "pkg/a.py", "__all__ = [\"other\"]", "__all__ = [\"other\"]\nGROUP = GROUP")
+    trace = same_as_fresh(tmp_path)
+    assert "selective: 3 of 5" in trace and _top_levels(trace) == (3, 4)
     # a new import may change which module of a cycle starts first: every top level runs
-    edit(tmp_path / "pkg/d.py", "SCALE = 2\n", "SCALE = 2\nimport pkg.c\n")
+    edit(tmp_path / "pkg/d.py", "SCALE = int(3)\n", "SCALE = int(3)\nimport pkg.c\n")
     trace = same_as_fresh(tmp_path)
     assert "top levels of all files" in trace or "whole program" in trace
 
@@ -533,3 +549,18 @@ def test_a_function_checked_again_names_the_functions_it_queues() -> None:
     assert [log.queue_key(object()), log.queue_key(object())] == [("in", "again", 7, 0), ("in", "again", 7, 1)]
     log.enter((0, 3))
     assert log.queue_key(object()) == (1, 3, 0)
+
+
+def test_top_levels_queuing_in_another_order_end_a_selective_run() -> None:
+    # an import moved can make one module's top level run before another's: the keys (queue places) of the
+    # recorded run would then name other functions, so the whole program answers
+    from spmdcheck.analysis.roots import TOP, ElidedBody, RootLog
+
+    first, second = object(), object()
+    log = RootLog({id(first): (0, 0), id(second): (1, 0)}, run_only=set(), known={(0, 0), (0, 1)})
+    log.recorded_top_files = [0, 1]
+    assert log.current == TOP and log.queue_key(first) == (0, 0) and log.queue_key(second) == (0, 1)
+    log = RootLog({id(first): (0, 0), id(second): (1, 0)}, run_only=set(), known={(0, 0), (0, 1)})
+    log.recorded_top_files = [0, 1]
+    with pytest.raises(ElidedBody):
+        log.queue_key(second)

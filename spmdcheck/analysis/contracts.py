@@ -511,6 +511,8 @@ def _checked_class(interp: Interpreter, qualname: str) -> Value | None:
         if importer is None or importer.kind(module) not in ("checked", "library"):
             continue
         scope = importer.load(module)
+        if interp.log is not None:
+            interp.log.read(parts[cut])
         found = scope.globals.get(parts[cut]) if scope is not None else None
         value: Value | None = interp.settle(found) if found is not None else None
         for attr in parts[cut + 1 :]:

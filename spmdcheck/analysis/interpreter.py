@@ -645,6 +645,8 @@ class Interpreter:
                 env[name] = self.settle(env[name])
 
     def module_attribute(self, module: str, name: str) -> Value:
+        if self.log is not None:
+            self.log.read(name)
         scope = self.importer.load(module) if self.importer is not None else None
         if scope is not None and name in scope.globals:
             return self.resolve_lazy(self.settle(scope.globals[name]))
@@ -1061,6 +1063,10 @@ class Interpreter:
         value = frame.env.get(name, _ABSENT)
         if value is _ABSENT:
             value = frame.globals.get(name, _ABSENT)
+            if self.log is not None:
+                self.log.read(name)
+        elif frame.function is None and self.log is not None:
+            self.log.read(name)  # a module's top level (or a class body in it): its variables are module names
         if type(value) is PendingImport:
             return self.settle(value)
         return _BUILTINS.get(name, UNKNOWN) if value is _ABSENT else value  # type: ignore[return-value]

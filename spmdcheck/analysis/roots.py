@@ -5,7 +5,8 @@ method checked on its own (one root each, in queue order). A root's findings dep
 top level left (the same in every run whose top level and the function bodies it executed are the
 same) and on the function bodies the root executed: its *units* (a unit is the body of a module-level
 function or of a method of a module-level class, numbered per file as the pre-pass cuts them; a
-nested function counts as the unit it is written in). Memoised calls and objects built once for
+nested function counts as the unit it is written in), and on the module-level names it read (each
+recorded as a unit `(NAME_UNIT, name)`, whichever module's it was). Memoised calls and objects built once for
 every method are shared between roots: the root that computed one is its *provider*, and a root that
 reused it records the provider and the units the computation executed.
 
@@ -28,7 +29,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 TOP: tuple = ()  # the top-level phase of every module, as one root
-Unit = tuple[int, int]  # (file index in the program, body index in the file)
+Unit = tuple[int, int]  # (file index in the program, body index in the file), or (NAME_UNIT, a name read)
+NAME_UNIT = -1  # the "file" of a module-level name a root read
 
 
 class ElidedBody(BaseException):  # noqa: N818 - a signal, like budget.BudgetExceeded: no `except Exception` stops it
@@ -63,6 +65,7 @@ class RootLog:
         self.top_order: list[int] = []
         self.top_only: set[int] | None = None
         self.recorded_order: list[int] = []
+        self.recorded_top_files: list[int] | None = None  # a selective run: `top_files` of the recorded run
         self._top_keys: dict[int, list[int]] = {}  # with `top_only`: file -> the keys its top level queued
         self._file_queued: dict[int, int] = {}
         self.records: dict[tuple, RootRecord] = {TOP: RootRecord()}
@@ -102,9 +105,13 @@ class RootLog:
                 if file < 0 or n >= len(keys):
                     raise ElidedBody  # not a function the recorded run queued: only the whole program knows
                 return (0, keys[n])
+            k = self._top_queued
+            recorded = self.recorded_top_files
+            if recorded is not None and (k >= len(recorded) or recorded[k] != file):
+                raise ElidedBody  # the top levels queue in another order (an import moved): the keys name others
             self.top_files.append(file)
             self._top_queued += 1
-            return (0, self._top_queued - 1)
+            return (0, k)
         n = self._queued.get(self.current, 0)
         self._queued[self.current] = n + 1
         if self.current[0] in ("again", "in"):  # in a function checked again: named after it
@@ -160,6 +167,12 @@ class RootLog:
         """A function defined while another body runs counts as the unit it is written in."""
         if id(node) not in self.unit_of and self._bodies and self._bodies[-1] is not None:
             self.unit_of[id(node)] = self._bodies[-1]
+
+    def read(self, name: str) -> None:
+        """The running code read a module-level name (of any module, or one no module had): the root depends
+        on it as on a unit, `(NAME_UNIT, name)` (an edit outside bodies changing only some names runs only the
+        roots that read them: incremental.py)."""
+        (self._stack[-1] if self._stack else self.records[self.current].units).add((NAME_UNIT, name))
 
     def push(self) -> None:
         self._stack.append(set())
