@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import itertools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -51,19 +52,25 @@ class Outline:
     lengths: tuple[int, ...]  # each body's number of lines
     axes: tuple[str, ...]  # the mesh axis names the file mentions
     statements: tuple[Statement, ...] | None = None  # its module-level statements (None: unknown)
+    header: str = ""  # the comments that open the file, where its settings are written (inline_config.py)
 
     def plain(self) -> list:
         table = None if self.statements is None else [[h, a, b, list(n), p] for h, a, b, n, p in self.statements]
-        return [self.skeleton, list(self.bodies), list(self.lengths), list(self.axes), table]
+        return [self.skeleton, list(self.bodies), list(self.lengths), list(self.axes), table, self.header]
 
     @classmethod
     def from_plain(cls, data: Any) -> Outline:
-        skeleton, bodies, lengths, axes, table = data
+        skeleton, bodies, lengths, axes, table, header = data
         statements = None
         if table is not None:
             statements = tuple((str(h), int(a), int(b), tuple(map(str, n)), p is True) for h, a, b, n, p in table)
         return cls(
-            str(skeleton), tuple(map(str, bodies)), tuple(map(int, lengths)), tuple(map(str, axes)), statements
+            str(skeleton),
+            tuple(map(str, bodies)),
+            tuple(map(int, lengths)),
+            tuple(map(str, axes)),
+            statements,
+            str(header),
         )
 
 
@@ -95,6 +102,7 @@ def outline(
         tuple(end - start + 1 for start, end in spans),
         tuple(sorted(mesh_names_in(text))),
         None if statements is None else _statement_hashes(lines, spans, statements),
+        _hash("".join(itertools.takewhile(lambda line: not line.strip() or line.lstrip().startswith("#"), lines))),
     )
 
 
@@ -364,8 +372,8 @@ def _changed_names(
     out: set[tuple] = set()
     for i in outside:
         old, new = record.outlines[i].statements, outlines[i].statements
-        if old is None or new is None:
-            return None
+        if old is None or new is None or record.outlines[i].header != outlines[i].header:
+            return None  # (the file's settings may have changed: every check of its code may)
         matcher = difflib.SequenceMatcher(None, [s[0] for s in old], [s[0] for s in new], autojunk=False)
         for tag, a0, a1, b0, b1 in matcher.get_opcodes():
             if tag == "equal":

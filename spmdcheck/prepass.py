@@ -292,9 +292,8 @@ def scan(path: str, data: bytes, seeds: frozenset[str], exists=os.path.exists) -
     imports, star = _imports(tree.body, module)
     cuts = comment_cuts(tree, text)
     shallow = guard.shallow(tree, data)
-    return FileScan(
-        path, whole, units, module.name, imports, star, cuts=cuts, shallow=shallow, statements=statements(tree.body)
-    )
+    table = statements(tree.body, module)
+    return FileScan(path, whole, units, module.name, imports, star, cuts=cuts, shallow=shallow, statements=table)
 
 
 _SUPPRESSION_OR_SETTING = re.compile(r"noqa|spmd", re.IGNORECASE)  # comments the checker reads
@@ -449,13 +448,13 @@ _IMPURE_EXPRESSIONS = (
 )
 
 
-def statements(body: list[ast.stmt]) -> tuple[tuple[int, int, tuple[str, ...], bool], ...]:
+def statements(body: list[ast.stmt], module: object = None) -> tuple[tuple[int, int, tuple[str, ...], bool], ...]:
     """Each module-level statement: its first line (decorators included), last line, the names it binds
-    and whether it is pure (see above)."""
+    and whether it is pure (see above). `module`: the file's `ModuleFile` (to resolve relative imports)."""
     out = []
     for node in body:
         names: set[str] = set()
-        pure = _pure_statement(node, names)
+        pure = _pure_statement(node, names) and not _spells_names(node, module)
         out.append((_start(node), node.end_lineno or node.lineno, tuple(sorted(names)), pure))
     return tuple(out)
 
@@ -497,6 +496,26 @@ def _pure_statement(node: ast.stmt, names: set[str]) -> bool:
     if isinstance(node, ast.Expr):
         return _pure_expression(node.value)
     return isinstance(node, ast.Pass)
+
+
+def _spells_names(node: ast.stmt, module: object) -> bool:
+    """Whether an import may change how the file spells spmd_types or Megatron (the checker's messages and fixes
+    quote those spellings) or what `__future__` asks of it."""
+    from spmdcheck.program.graph import resolve_import
+
+    if isinstance(node, ast.Import):
+        targets = [alias.name for alias in node.names]
+    elif isinstance(node, ast.ImportFrom):
+        target = resolve_import(module, node.module, node.level) if module is not None else node.module
+        if target is None:
+            return True  # a relative import it cannot place: it may be one
+        targets = [target]
+    else:
+        return False
+    return any(t.split(".")[0] in _SPELLED for t in targets)
+
+
+_SPELLED = frozenset({"spmd_types", "megatron", "__future__"})
 
 
 def _plain_target(target: ast.expr) -> bool:

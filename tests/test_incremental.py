@@ -564,3 +564,11 @@ def test_top_levels_queuing_in_another_order_end_a_selective_run() -> None:
     log.recorded_top_files = [0, 1]
     with pytest.raises(ElidedBody):
         log.queue_key(second)
+
+
+def test_a_setting_written_in_the_header_runs_the_files_roots_again(project: pathlib.Path) -> None:
+    # the opening comments hold the file's settings: no statement changed, yet every check of its code may
+    path = project / "pkg/model.py"
+    path.write_text("# spmdcheck: strict\n" + path.read_text())
+    trace = same_as_fresh(project)
+    assert "selective: 0 of" not in trace

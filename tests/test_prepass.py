@@ -239,3 +239,49 @@ def test_seed_words_come_from_the_rules():
     assert {"all_reduce", "broadcast", "copy_to_tensor_model_parallel_region", "init_device_mesh"} <= seeds
     assert not {"add", "relu", "matmul", "zeros", "torch"} & seeds
     assert "torch" in prepass.seed_words(load_registry(()), True)
+
+
+def test_module_level_statements_say_what_they_bind_and_whether_they_only_bind() -> None:
+    """A pure statement calls nothing, writes no attribute or item and runs no decorator (but property and
+    its kind): what it changes reaches only the code reading its names (incremental.py)."""
+    import ast
+
+    from spmdcheck.program.graph import ModuleFile
+
+    source = (
+        '"""doc"""\n'
+        "import os\n"
+        "from pkg.x import (a,\n    b)\n"
+        "X = 1\n"
+        "Y: int = X + 2\n"
+        "Z = f(1)\n"
+        "obj.attr = 3\n"
+        "@register\ndef g():\n    pass\n"
+        "def h(a=1, *, b: 'T' = None) -> int:\n    return make(a)\n"
+        "class C(Base):\n    x = 1\n\n    @property\n    def p(self):\n        return 1\n"
+        "class D(Base):\n    def m(self, y=g()):\n        pass\n"
+        "try:\n    import numpy as np\nexcept ImportError:\n    np = None\n"
+        "for i in range(3):\n    pass\n"
+        "K = [n for n in range(3)]\n"
+        "import spmd_types as st\n"
+        "from . import sibling\n"
+    )
+    table = prepass.statements(ast.parse(source).body, ModuleFile("pkg.m", "pkg/m.py", False))
+    assert [(first, last, names, pure) for first, last, names, pure in table] == [
+        (1, 1, (), True),
+        (2, 2, ("os",), True),
+        (3, 4, ("a", "b"), True),
+        (5, 5, ("X",), True),
+        (6, 6, ("Y",), True),
+        (7, 7, ("Z",), False),  # a call
+        (8, 8, ("obj",), False),  # an attribute written
+        (9, 11, ("g",), False),  # a decorator that may register it
+        (12, 13, ("h",), True),  # (its body is not the statement's)
+        (14, 19, ("C",), True),
+        (20, 22, ("D",), False),  # a default that calls
+        (23, 26, ("np",), True),
+        (27, 28, (), False),  # a loop (not pure: what it binds is not looked at)
+        (29, 29, ("K",), False),  # a comprehension
+        (30, 30, ("st",), False),  # how the file spells spmd_types (quoted by messages and fixes)
+        (31, 31, ("sibling",), True),
+    ]
