@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import functools
 import gc
 import hashlib
 import os
 import pathlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -229,11 +230,20 @@ def _check_sources(
     shallow_libraries: set[int] = set()  # ids of library texts parsed without the screen
     selective: incremental.Selective | None = recorder.selective if recorder is not None else None  # type: ignore[assignment]
     part = selective.top_only if selective is not None else None  # the files a selective run needs (by index)
+    def text_to_parse(path: str) -> Callable[[], str]:
+        """A file parsed only when an import of it runs: its text, made then (a selective run's is elided)."""
+
+        def made() -> str:
+            text = blanked[path] if blanked and path in blanked else sources[path]
+            if path in shallow:
+                shallow_libraries.add(id(text))
+            return text
+
+        return made
+
     for index, (path, text) in enumerate(sources.items()):
         if path in libraries or (part is not None and index not in part):
-            library_text = blanked[path] if blanked and path in blanked else text
-            if path in shallow:
-                shallow_libraries.add(id(library_text))
+            library_text = text_to_parse(path)
         if path not in libraries and part is not None and index not in part:
             # deferred in a selective run: parsed and run when a name of it is read; its diagnostics before the
             # analysis (syntax, settings) are the recorded ones
@@ -685,11 +695,12 @@ def _check_program(
     settings: Settings,
     registry: Registry | None,
     recorder: Recorder | None = None,
-    elided: dict[str, str] | None = None,
+    elided: Mapping[str, str] | None = None,
 ) -> list[FileResult]:
     paths = [f.path for f in files]
-    blanked = {f.path: f.blanked for f in files if f.blanked is not None}
-    blanked.update(elided or {})
+    planned = {f.path: f.blanked for f in files if f.blanked is not None}
+    # a file a selective run left bodies out of is read in that form (made when it is parsed: incremental.LeftOut)
+    blanked: Mapping[str, str] = collections.ChainMap(elided, planned) if elided else planned  # type: ignore[arg-type]
     graph = _program_graph(files) if all(f.imports is not None for f in files) else None
     libraries = frozenset(f.path for f in files if not f.relevant)
     shallow = frozenset(f.path for f in files if f.shallow)

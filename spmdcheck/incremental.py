@@ -25,7 +25,7 @@ import difflib
 import hashlib
 import itertools
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -222,13 +222,41 @@ def _units_from_plain(data: Iterable) -> list[tuple]:
     return out
 
 
+class LeftOut(Mapping[str, str]):
+    """path -> a file's planned text with the bodies a selective run does not need left out, made when first
+    read: most files of a program are never parsed by a selective run that defers their imports."""
+
+    def __init__(self) -> None:
+        self._planned: dict[str, tuple[str, list[tuple[int, int]]]] = {}
+        self._made: dict[str, str] = {}
+
+    def plan(self, path: str, planned: str, spans: list[tuple[int, int]]) -> None:
+        self._planned[path] = (planned, spans)
+
+    def __getitem__(self, path: str) -> str:
+        made = self._made.get(path)
+        if made is None:
+            planned, spans = self._planned[path]
+            made = self._made[path] = elide(planned, spans)
+        return made
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._planned)
+
+    def __len__(self) -> int:
+        return len(self._planned)
+
+    def __contains__(self, path: object) -> bool:
+        return path in self._planned
+
+
 @dataclass
 class Selective:
     """The plan of a selective run, made by the parent from the last record and the new files."""
 
     run_only: set[tuple]  # the roots to run again
     known: set[tuple]  # every root of the last run (a root not among them is new: it runs)
-    elided: dict[str, str]  # path -> the planned text with the unneeded bodies left out
+    elided: Mapping[str, str]  # path -> the planned text with the unneeded bodies left out (LeftOut)
     old: ProgramRecord
     changed: set[str]  # the files whose outline changed
     # the files whose top levels run first (the others when a name of theirs is read: `_top_part`); None: all
@@ -337,7 +365,7 @@ def plan_selective(
     for key, units, _, _ in record.roots:
         if descends(key, affected):
             needed.update(units)
-    elided: dict[str, str] = {}
+    elided = LeftOut()
     for i, path in enumerate(paths):
         if i in record.unmapped:
             continue
@@ -345,7 +373,7 @@ def plan_selective(
         now = record.spans[i] if path not in changed else spans[i] if spans is not None else None
         left_out = [span for k, span in enumerate(now or ()) if (i, k) not in needed]
         if left_out:
-            elided[path] = elide(planned[i], left_out)
+            elided.plan(path, planned[i], left_out)
     edited = {i for i, p in enumerate(paths) if p in changed}
     # an edit outside bodies that changed what a file imports may change which top level starts first in an
     # import cycle (the order a part of the top levels replays): then every top level runs

@@ -36,7 +36,7 @@ class SourceUnit:
     options: Options
     file: ModuleFile
     axes: frozenset[str] = frozenset()  # axis names the file mentions (known valid there)
-    text: str = ""
+    text: str | Callable[[], str] = ""  # a library's or a deferred file's text (or what makes it, when parsed)
     bodies: int | None = None  # function bodies the pre-pass cut in the file (roots.py), None: unknown
     # a checked file a selective run parses and runs only when a name of it is first read (roots.py `top_only`)
     deferred: bool = False
@@ -162,7 +162,8 @@ class _Loader:
             if run.state != "pending":
                 return run.scope  # an earlier member of its cycle imported it
         if run.unit.module is None:
-            module = self.parse(run.unit.text) if self.parse is not None and run.state == "pending" else None
+            text = run.unit.text() if callable(run.unit.text) else run.unit.text
+            module = self.parse(text) if self.parse is not None and run.state == "pending" else None
             if module is None and run.unit.deferred:
                 raise ElidedBody  # it did not parse as the whole program's run read it: that run answers
             if module is None:
