@@ -409,6 +409,91 @@ def test_random_body_edits_of_the_fixtures_match_fresh_runs(tmp_path: pathlib.Pa
     assert selective >= 4, selective
 
 
+def _module_level_edits(root: pathlib.Path, count: int, seed: int) -> list[tuple[pathlib.Path, str]]:
+    """Deterministic edits outside bodies, pure and not: a new name bound, a name bound again to another value (a
+    function's name to None), a statement emptied, a class attribute added, a parameter added to a function's
+    header, a statement that calls something."""
+    rng = random.Random(seed)
+    files = sorted(p for p in root.rglob("*.py") if ".spmdcheck_cache" not in p.parts)
+    edits: list[tuple[pathlib.Path, str]] = []
+    while len(edits) < count:
+        path = rng.choice(files)
+        text = path.read_text()
+        try:
+            tree = ast.parse(text)
+        except SyntaxError:
+            continue
+        if not tree.body:
+            continue
+        lines = text.splitlines(keepends=True)
+        kind = rng.choice(["new", "rebind", "empty", "attribute", "header", "call", "shadow", "shadow"])
+        n = len(edits)
+        if kind == "shadow":  # a function's name bound again at the end (to None, or to what returns its argument)
+            found = [s.name for s in tree.body if isinstance(s, ast.FunctionDef)]
+            found += [a.asname or a.name for s in tree.body if isinstance(s, ast.ImportFrom) for a in s.names]
+            if not found:
+                continue
+            value = rng.choice(["None", "lambda x, *args, **kwargs: x"])
+            lines.append(f"\n{rng.choice(found)} = {value}\n")
+        elif kind in ("new", "call"):
+            stmt = rng.choice(tree.body)
+            first = min([stmt.lineno] + [d.lineno for d in getattr(stmt, "decorator_list", [])])
+            value = f"int({n})" if kind == "call" else str(n)
+            lines.insert(first - 1, f"_edited_{n} = {value}\n")
+        elif kind == "rebind":
+            found = [
+                s
+                for s in tree.body
+                if isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Name) and s.lineno == s.end_lineno
+            ]
+            if not found:
+                continue
+            stmt = rng.choice(found)
+            lines[stmt.lineno - 1] = f"{stmt.targets[0].id} = None\n"  # type: ignore[attr-defined]
+        elif kind == "empty":
+            found = [s for s in tree.body if s.lineno == s.end_lineno and not hasattr(s, "body")]
+            if not found:
+                continue
+            lines[rng.choice(found).lineno - 1] = "pass\n"
+        elif kind == "attribute":
+            found = [s for s in tree.body if isinstance(s, ast.ClassDef) and s.body[0].lineno > s.lineno]
+            if not found:
+                continue
+            first = rng.choice(found).body[0]
+            at = min([first.lineno] + [d.lineno for d in getattr(first, "decorator_list", [])])
+            indent = lines[at - 1][: len(lines[at - 1]) - len(lines[at - 1].lstrip())]
+            lines.insert(at - 1, f"{indent}_edited_{n} = {n}\n")
+        else:
+            found = [
+                s
+                for s in ast.walk(tree)
+                if isinstance(s, ast.FunctionDef)
+                and s.body[0].lineno > s.lineno
+                and lines[s.lineno - 1].rstrip().endswith("):")
+                and s.args.kwarg is None
+                and s.args.vararg is None
+            ]
+            if not found:
+                continue
+            stmt = rng.choice(found)
+            head = lines[stmt.lineno - 1].rstrip()[:-2]
+            lines[stmt.lineno - 1] = head + ("" if head.endswith("(") else ", ") + f"_edited_{n}=None):\n"
+        edits.append((path, "".join(lines)))
+    return edits
+
+
+def test_random_module_level_edits_of_the_fixtures_match_fresh_runs(tmp_path: pathlib.Path) -> None:
+    """The differential test outside bodies: after each edit (a pure statement runs the roots that read its names,
+    another the roots that ran code of its file or of an importer), the warm run equals a cold one."""
+    shutil.copytree(ROOT / "fixtures", tmp_path / "fixtures")
+    check(tmp_path)
+    selective = 0
+    for path, text in _module_level_edits(tmp_path / "fixtures", 12, seed=8):
+        path.write_text(text)
+        selective += "selective" in same_as_fresh(tmp_path)
+    assert selective >= 4, selective
+
+
 def test_trace_is_silent_by_default(project: pathlib.Path) -> None:
     edit(project / "pkg/layers.py", "    return t * 2", "    return t * 4")
     result = run(["check", "."], project)
@@ -572,3 +657,52 @@ def test_a_setting_written_in_the_header_runs_the_files_roots_again(project: pat
     path.write_text("# spmdcheck: strict\n" + path.read_text())
     trace = same_as_fresh(project)
     assert "selective: 0 of" not in trace
+
+
+NAMED = {
+    "pkg/__init__.py": "",
+    "pkg/ops.py": """\
+        import torch.distributed as dist
+
+
+        def finish(t):
+            return t
+
+
+        def total(t):
+            dist.all_reduce(t)
+            return t
+    """,
+    "pkg/train.py": """\
+        import torch
+        import torch.distributed as dist
+
+
+        def step():
+            from pkg.ops import finish
+
+            y = torch.ones(3)
+            if dist.get_rank() == 0:
+                y = finish(y)
+            return y
+
+
+        def other():
+            z = torch.ones(2)
+            dist.all_reduce(z)
+            return z
+    """,
+}
+
+
+def test_a_pure_statement_runs_again_the_roots_that_read_its_name(tmp_path: pathlib.Path) -> None:
+    # `finish` bound again at the end of ops.py (a pure statement): `step` reads the name and now issues a
+    # collective under a rank condition (a finding in train.py, a file the edit did not move); `other` and the
+    # functions of ops.py do not read it and keep their recorded results
+    write(tmp_path, NAMED)
+    assert "SPMD501" not in check(tmp_path).stdout
+    path = tmp_path / "pkg/ops.py"
+    path.write_text(path.read_text() + "\nfinish = dist.all_reduce\n")
+    trace = same_as_fresh(tmp_path)
+    assert "selective: 1 of" in trace
+    assert "SPMD501" in check(tmp_path).stdout
