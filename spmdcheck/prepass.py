@@ -266,7 +266,7 @@ def _words(text: str) -> frozenset[str]:
     return frozenset(found)
 
 
-def scan(path: str, data: bytes, seeds: frozenset[str], exists=os.path.exists) -> FileScan:  # noqa: ANN001
+def scan(path: str, data: bytes, seeds: frozenset[str], exists=os.path.exists, tables: bool = True) -> FileScan:  # noqa: ANN001
     """Cut a file into units, taint those naming a seed, and list what it imports.
 
     A file holding a marker is analysed whole (all its units are sources). A file `ast` cannot
@@ -292,7 +292,7 @@ def scan(path: str, data: bytes, seeds: frozenset[str], exists=os.path.exists) -
     imports, star = _imports(tree.body, module)
     cuts = comment_cuts(tree, text)
     shallow = guard.shallow(tree, data)
-    table = statements(tree.body, module)
+    table = statements(tree.body, module) if tables else None
     return FileScan(path, whole, units, module.name, imports, star, cuts=cuts, shallow=shallow, statements=table)
 
 
