@@ -184,6 +184,7 @@ class Recorder:
     top_writers: list[int] = field(default_factory=list)
     top_files: list[int] = field(default_factory=list)
     top_order: list[int] = field(default_factory=list)
+    top_units: list = field(default_factory=list)
     writers: list[tuple] = field(default_factory=list)
     checked: list[tuple] = field(default_factory=list)
     parsed: int = 0  # the files the run parsed (a selective run defers the others: see analysis/program.py)
@@ -310,6 +311,7 @@ def _check_sources(
         if selective is not None:
             log.recorded_checked = frozenset(selective.old.checked)
             log.recorded_top_files = selective.old.top_files
+            log.recorded_top_units = selective.old.top_units
         if selective is not None and part is not None:
             log.run_part(part, selective.old.top_files, selective.old.top_order)
     result = analyze_program(units, registry, graph, parse_library, on_bind, log)
@@ -327,7 +329,7 @@ def _check_sources(
         recorder.roots = _root_records(log, positions, result.program.sites, wanted)
         recorder.unmapped = sorted(log.unmapped)
         recorder.top_writers = sorted(log.top_writers)
-        recorder.top_files, recorder.top_order = log.top_files, log.top_order
+        recorder.top_files, recorder.top_order, recorder.top_units = log.top_files, log.top_order, log.top_units
         parsed = {i for i, unit in enumerate(units) if unit.module is not None}
         recorder.parsed = len(parsed)
         writers, checked = set(log.writers), set(log.checked)
@@ -347,6 +349,7 @@ def _check_sources(
                 recorder.roots.insert(0, (TOP, top_units, providers, fresh_top[3]))
             recorder.unmapped = sorted(set(recorder.unmapped) | {i for i in selective.old.unmapped if i not in parsed})
             recorder.top_files, recorder.top_order = selective.old.top_files, selective.old.top_order
+            recorder.top_units = selective.old.top_units
     if selective is not None and recorder is not None:
         # the roots that ran again, with the others' diagnostics as recorded (and the diagnostics made
         # before the analysis of the files that did not change, which were parsed with bodies left out)
@@ -687,6 +690,7 @@ def _program_record(files: list[LoadedFile], recorder: Recorder) -> dict | None:
         [incremental.import_key(f.imports) for f in files],
         recorder.writers,
         recorder.checked,
+        [list(u) for u in recorder.top_units],
     ).plain()
 
 

@@ -21,6 +21,7 @@ Plain data only: the record is JSON in the result cache.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import hashlib
 import itertools
@@ -32,7 +33,7 @@ from typing import Any
 from spmdcheck import prepass
 from spmdcheck.analysis.roots import ELIDED, NAME_UNIT, TOP, descends, parent
 
-RECORD_VERSION = 8
+RECORD_VERSION = 9
 _LINE_END = re.compile(r"(\r\n|\r|\n)")
 
 
@@ -152,6 +153,7 @@ class ProgramRecord:
     imports: list[str] = field(default_factory=list)  # a hash of the modules each file's imports name
     writers: list[tuple] = field(default_factory=list)  # the roots that wrote state later roots read
     checked: list[tuple] = field(default_factory=list)  # the roots whose function counts as checked
+    top_units: list[tuple] = field(default_factory=list)  # the body of each top-level root (0, k) (roots.py)
 
     def plain(self) -> dict:
         return {
@@ -170,6 +172,7 @@ class ProgramRecord:
             "imports": self.imports,
             "writers": [list(k) for k in self.writers],
             "checked": [list(k) for k in self.checked],
+            "top_units": [list(u) for u in self.top_units],
         }
 
     @classmethod
@@ -199,6 +202,7 @@ class ProgramRecord:
                 [str(k) for k in data["imports"]],
                 [tuple(k) for k in data["writers"]],
                 [tuple(k) for k in data["checked"]],
+                [(int(a), int(b)) for a, b in data["top_units"]],
             )
         except (AttributeError, KeyError, TypeError, ValueError):
             return None
@@ -281,7 +285,14 @@ def plan_selective(
         return None
     if any("SPMD001" in str(d) or "SPMD000" in str(d) for d in record.file_diags.values()):
         return None
-    changed_units: set[tuple[int, int]] = set()
+    changed_units: set[tuple] = set()
+    for i, (new, old) in enumerate(zip(outlines, record.outlines)):
+        if len(new.bodies) != len(old.bodies):  # functions added or removed: the record renamed to match
+            renamed = rekey(record, i, old, new, spans[i]) if spans is not None and i not in record.unmapped else None
+            if renamed is None:
+                return None
+            record, gone = renamed
+            changed_units |= gone
     changed: set[str] = set()
     shifted: set[str] = set()
     outside: set[int] = set()  # files changed outside their bodies
@@ -361,7 +372,7 @@ def plan_selective(
         while node is not None:  # a nested writer runs when the root that queues it runs
             affected.add(node)
             node = parent(node)
-    needed = set(top[1])
+    needed = set(top[1]) | changed_units  # (a new function's body: its root runs, though no root ran it before)
     for key, units, _, _ in record.roots:
         if descends(key, affected):
             needed.update(units)
@@ -416,6 +427,106 @@ def _changed_names(
     if any(u in read_at_top for u in out if u[0] == NAME_UNIT):
         return None  # a top level read a changed name: what it made from it may reach any root
     return out
+
+
+GONE = -3  # the body index of a unit that no longer exists (rekey): the roots that ran one run again
+
+
+def rekey(
+    record: ProgramRecord, i: int, old: Outline, new: Outline, spans: list[tuple[int, int]]
+) -> tuple[ProgramRecord, set[tuple]] | None:
+    """The record renamed for file `i`'s new bodies, after functions were added to it or removed from it: its
+    bodies numbered as now (matched old to new by their hashes), the top level's roots numbered in the queue
+    order the new file gives (its functions queue in the order of their bodies; a new one takes its place
+    there), the roots of removed functions gone. With the units that changed: each new body, and `(i, GONE)`,
+    which the roots that ran a removed body, or reused a removed root's result, now hold. None when the record
+    cannot be renamed so (a file whose functions did not queue in body order, a removed writer). The selective
+    run checks that each top-level function is the body the renamed record says (roots.py)."""
+    matcher = difflib.SequenceMatcher(None, list(old.bodies), list(new.bodies), autojunk=False)
+    body_map: dict[int, int] = {}  # old body -> new body
+    for tag, a0, a1, b0, b1 in matcher.get_opcodes():
+        if tag == "equal" or (tag == "replace" and a1 - a0 == b1 - b0):
+            body_map.update((a0 + d, b0 + d) for d in range(a1 - a0))
+    gone_unit = (i, GONE)
+
+    def unit(u: tuple) -> tuple:
+        if u[0] == i and isinstance(u[1], int) and u[1] >= 0:
+            return (i, body_map[u[1]]) if u[1] in body_map else gone_unit
+        return u
+
+    if len(record.top_units) != len(record.top_files):
+        return None
+    mine = [k for k, f in enumerate(record.top_files) if f == i]
+    if [tuple(record.top_units[k]) for k in mine] != [(i, b) for b in range(len(old.bodies))]:
+        return None  # not every body queued once, in body order (one-line functions, library files)
+    added = sorted(set(range(len(new.bodies))) - set(body_map.values()))
+    entries: list[tuple[int, tuple, int | None]] = []  # (file, unit, old key) of the new top-level queue
+    first_place = None
+    for k, (f, u) in enumerate(zip(record.top_files, record.top_units)):
+        if f != i:
+            entries.append((f, tuple(u), k))
+            continue
+        if first_place is None:
+            first_place = len(entries)
+        if u[1] in body_map:
+            target = body_map[u[1]]
+            while added and added[0] < target:
+                entries.append((i, (i, added.pop(0)), None))
+            entries.append((i, (i, target), k))
+    if added:  # after the file's last function (or where its first was)
+        last = max((n for n, e in enumerate(entries) if e[0] == i), default=(first_place or 0) - 1)
+        entries[last + 1 : last + 1] = [(i, (i, b), None) for b in added]
+    key_map = {k: n for n, (_, _, k) in enumerate(entries) if k is not None}
+
+    def rk(key: tuple) -> tuple | None:
+        if not key or key[0] == "?":
+            return key
+        if key[0] in ("again", "in"):
+            inner = rk(tuple(key[1:-1]))
+            return None if inner is None else (key[0], *inner, key[-1])
+        if len(key) < 2 or key[1] not in key_map:
+            return None
+        return (key[0], key_map[key[1]], *key[2:])
+
+    roots = []
+    for key, units, providers, diags in record.roots:
+        renamed = rk(tuple(key))
+        if renamed is None:
+            continue  # a removed function's root (or one it queued)
+        new_units = [unit(tuple(u)) for u in units]
+        new_providers = [rk(tuple(q)) for q in providers]
+        if any(q is None for q in new_providers):
+            new_units.append(gone_unit)  # it reused what a removed root computed
+        roots.append((renamed, new_units, [q for q in new_providers if q is not None], diags))
+    writers = [rk(tuple(w)) for w in record.writers]
+    if any(w is None for w in writers):
+        return None
+    inverse = {b: a for a, b in body_map.items()}
+    outline = Outline(
+        old.skeleton,
+        tuple(old.bodies[inverse[b]] if b in inverse else "" for b in range(len(new.bodies))),
+        tuple(old.lengths[inverse[b]] if b in inverse else 0 for b in range(len(new.bodies))),
+        old.axes,
+        old.statements,
+        old.header,
+    )
+    old_spans = record.spans[i]
+    renamed_record = dataclasses.replace(
+        record,
+        outlines=[outline if n == i else o for n, o in enumerate(record.outlines)],
+        spans=[
+            [tuple(old_spans[inverse[b]]) if b in inverse else (0, -1) for b in range(len(new.bodies))]
+            if n == i
+            else s
+            for n, s in enumerate(record.spans)
+        ],
+        roots=roots,
+        top_files=[f for f, _, _ in entries],
+        top_units=[u for _, u, _ in entries],
+        writers=writers,
+        checked=[c for c in (rk(tuple(c)) for c in record.checked) if c is not None],
+    )
+    return renamed_record, {gone_unit, *((i, b) for b in range(len(new.bodies)) if b not in inverse)}
 
 
 def import_key(modules: Iterable[str] | None) -> str:

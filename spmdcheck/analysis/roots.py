@@ -31,6 +31,7 @@ from typing import Any
 TOP: tuple = ()  # the top-level phase of every module, as one root
 Unit = tuple[int, int]  # (file index in the program, body index in the file), or (NAME_UNIT, a name read)
 NAME_UNIT = -1  # the "file" of a module-level name a root read
+UNKNOWN_UNIT: Unit = (-2, -2)  # the place of a function whose body is not numbered
 
 
 class ElidedBody(BaseException):  # noqa: N818 - a signal, like budget.BudgetExceeded: no `except Exception` stops it
@@ -66,6 +67,8 @@ class RootLog:
         self.top_only: set[int] | None = None
         self.recorded_order: list[int] = []
         self.recorded_top_files: list[int] | None = None  # a selective run: `top_files` of the recorded run
+        self.top_units: list[Unit] = []  # the body of each top-level root (0, k), UNKNOWN_UNIT when not numbered
+        self.recorded_top_units: list | None = None  # a selective run: `top_units` of the recorded run
         self._top_keys: dict[int, list[int]] = {}  # with `top_only`: file -> the keys its top level queued
         self._file_queued: dict[int, int] = {}
         self.records: dict[tuple, RootRecord] = {TOP: RootRecord()}
@@ -98,18 +101,21 @@ class RootLog:
         if self.current == TOP:
             unit = self.unit_of.get(id(node))
             file = unit[0] if unit is not None else -1
+            place = unit if unit is not None else UNKNOWN_UNIT
             if self.top_only is not None:
                 n = self._file_queued.get(file, 0)
                 self._file_queued[file] = n + 1
                 keys = self._top_keys.get(file, ())
-                if file < 0 or n >= len(keys):
+                if file < 0 or n >= len(keys) or not self._recorded_unit(keys[n], place):
                     raise ElidedBody  # not a function the recorded run queued: only the whole program knows
                 return (0, keys[n])
             k = self._top_queued
             recorded = self.recorded_top_files
-            if recorded is not None and (k >= len(recorded) or recorded[k] != file):
+            moved = recorded is not None and (k >= len(recorded) or recorded[k] != file)
+            if moved or not self._recorded_unit(k, place):
                 raise ElidedBody  # the top levels queue in another order (an import moved): the keys name others
             self.top_files.append(file)
+            self.top_units.append(place)
             self._top_queued += 1
             return (0, k)
         n = self._queued.get(self.current, 0)
@@ -117,6 +123,12 @@ class RootLog:
         if self.current[0] in ("again", "in"):  # in a function checked again: named after it
             return ("in", *self.current, n)
         return (self.current[0] + 1, *self.current[1:], n)
+
+    def _recorded_unit(self, k: int, place: Unit) -> bool:
+        """Whether the recorded run's k-th top-level function is the body `place` (as a selective run numbers
+        bodies: incremental.rekey renumbers the record after bodies were added or removed)."""
+        units = self.recorded_top_units
+        return units is None or (k < len(units) and tuple(units[k]) == tuple(place))
 
     def root_key(self, node: Any, key: tuple | None) -> tuple:
         """The key of a root about to run (or be skipped): its queue key, or for a function queued again (a
