@@ -454,10 +454,10 @@ def rekey(
             return (i, body_map[u[1]]) if u[1] in body_map else gone_unit
         return u
 
-    if len(record.top_units) != len(record.top_files):
-        return None
+    if len(record.top_units) != len(record.top_files) or record.writers:
+        return None  # (with writers, a new root's place in the queue decides what it sees: only a whole run knows)
     mine = [k for k, f in enumerate(record.top_files) if f == i]
-    if [tuple(record.top_units[k]) for k in mine] != [(i, b) for b in range(len(old.bodies))]:
+    if not mine or [tuple(record.top_units[k]) for k in mine] != [(i, b) for b in range(len(old.bodies))]:
         return None  # not every body queued once, in body order (one-line functions, library files)
     added = sorted(set(range(len(new.bodies))) - set(body_map.values()))
     entries: list[tuple[int, tuple, int | None]] = []  # (file, unit, old key) of the new top-level queue

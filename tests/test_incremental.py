@@ -732,3 +732,35 @@ def test_a_pure_statement_runs_again_the_roots_that_read_its_name(tmp_path: path
     trace = same_as_fresh(tmp_path)
     assert "selective: 1 of" in trace
     assert "SPMD501" in check(tmp_path).stdout
+
+
+def test_rekey_renames_the_record_for_an_added_and_a_removed_function() -> None:
+    from spmdcheck import incremental
+
+    roots = [
+        ((), [], [], []),
+        ((0, 0), [(0, 0)], [], []),
+        ((0, 1), [(0, 1), (0, 0)], [], []),
+        ((1, 1, 0), [(0, 1)], [(0, 0)], []),
+    ]
+    record = _record(SOURCE, roots)
+    record.top_files, record.top_units = [0, 0], [(0, 0), (0, 1)]
+    old_outline = record.outlines[0]
+    added = SOURCE.replace("def f():", "def e():\n    return 0\n\n\ndef f():")
+    outline, spans = _outline(added)
+    renamed, changed = incremental.rekey(record, 0, old_outline, outline, spans)
+    assert [r[0] for r in renamed.roots] == [(), (0, 1), (0, 2), (1, 2, 0)]
+    assert renamed.roots[2][1] == [(0, 2), (0, 1)] and renamed.roots[3][2] == [(0, 1)]
+    assert renamed.top_files == [0, 0, 0] and renamed.top_units == [(0, 0), (0, 1), (0, 2)]
+    assert changed == {(0, 0), (0, incremental.GONE)}
+    # f removed: its root goes, the roots that ran it or reused its result hold the removed body's unit
+    removed = SOURCE.replace("def f():\n    return 1\n\n\n", "")
+    outline, spans = _outline(removed)
+    renamed, changed = incremental.rekey(record, 0, old_outline, outline, spans)
+    assert [r[0] for r in renamed.roots] == [(), (0, 0), (1, 0, 0)]
+    assert renamed.roots[1][1] == [(0, 0), (0, incremental.GONE)]
+    assert (0, incremental.GONE) in renamed.roots[2][1]  # its provider was removed
+    assert renamed.top_units == [(0, 0)]
+    # a plan over the renamed record: the new function is a new root; what ran the removed body runs again
+    plan = incremental.plan_selective(record, ["m.py"], [outline], [removed], [spans], importers={})
+    assert plan is not None and (0, 0) in plan.run_only and (1, 0, 0) in plan.run_only
