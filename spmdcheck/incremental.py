@@ -547,19 +547,16 @@ def _top_part(
     moved in their file) or may be lost, or when the record cannot place a root."""
     from spmdcheck.diagnostics.render import display_path
 
-    if record.top_writers or not record.top_order or (readers and top[3]):
-        return None
+    if record.top_writers or record.writers or not record.top_order or (readers and top[3]):
+        return None  # (with writers, every top level runs: the queue keeps the recorded run's order)
     shown = [display_path(p) for p in shifted]
     if any(d[0] in shifted or any(s in d[2][7] for s in shown) for d in top[3]):
         return None
     part = set(changed) | readers
     for key in affected:
-        if not key:
+        if not key or key[0] in ("again", "in"):
             return None
-        top_root = _top_ancestor(key)
-        if len(top_root) != 2 or top_root[0] != 0:
-            return None
-        k = top_root[1]
+        k = _top_ancestor(key)[-1]
         if k >= len(record.top_files) or record.top_files[k] < 0:
             return None
         part.add(record.top_files[k])
@@ -567,16 +564,9 @@ def _top_part(
 
 
 def _top_ancestor(key: tuple) -> tuple:
-    """The top level's root that (transitively) queued `key`; a function checked again is queued by a contract,
-    but its file's top level queued its first check (`("again", *first key, m)`)."""
     node = key
-    while node and node[0] not in (0, "?"):
-        if node[0] == "again":
-            node = node[1:-1]
-        elif isinstance(node[0], int) or node[0] == "in":
-            node = parent(node)  # type: ignore[assignment]
-        else:
-            break
+    while parent(node) is not None:
+        node = parent(node)  # type: ignore[assignment]
     return node
 
 

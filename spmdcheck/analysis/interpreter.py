@@ -17,7 +17,7 @@ import libcst as cst
 from spmdcheck.analysis import budget, calls, contracts, spmd_api
 from spmdcheck.analysis.context import FileContext
 from spmdcheck.analysis.findings import Finding
-from spmdcheck.analysis.roots import ElidedBody, RootLog
+from spmdcheck.analysis.roots import RootLog
 from spmdcheck.analysis.values import (
     NONE,
     UNKNOWN,
@@ -212,7 +212,6 @@ class Interpreter:
         self._instances: dict[int, InstanceValue] = {}  # class id -> the instance its methods are checked on
         self.contracts: dict[int, Value] = {}  # module class id -> the @module_contract object that reached it
         self.checked_nodes: set[int] = set()  # functions already checked on their own (ids of their nodes)
-        self.top_reached: int | None = None  # see `queue`
         self.log: RootLog | None = None  # what each root depends on (a cached run records it; see roots.py)
         self.spelling_undo: list[tuple[FileContext, str, dict[str, str]]] | None = None  # see check_functions
         self.attr_undo: list[tuple[InstanceValue, str, object]] | None = None  # see check_functions
@@ -284,19 +283,11 @@ class Interpreter:
 
     def check_functions(self) -> None:
         log = self.log
-        if log is not None and log.top_only is not None:
-            # a part of the top levels ran (roots.py): their functions were queued in another order than in the
-            # recorded run, and a deferred module's come when it is read; the queue is kept in key order (the
-            # recorded queue order), so each root runs after the roots it ran after (writers before readers)
-            self.functions.sort(key=lambda item: item[3][1] if item[3] is not None and item[3][0] == 0 else 1 << 60)
-            self.top_reached = -1
         while self.functions:
             fn, scope, owner, key = self.functions.pop(0)
             if scope.ctx.library:  # a library's functions are only followed from calls
                 continue
             if log is not None:
-                if self.top_reached is not None and key is not None and key[0] == 0:
-                    self.top_reached = key[1]
                 key = log.root_key(fn, key)
                 if not log.wants(key):
                     if log.skipped(key):
@@ -324,28 +315,6 @@ class Interpreter:
                 if log is not None:
                     log.leave()
         Generation.current = 0
-        self.top_reached = None
-
-    def queue(self, fn: cst.FunctionDef, owner: ClassValue | None, key: tuple | None) -> None:
-        """Queue a function to be checked on its own. While a part of the top levels' functions is being
-        checked (`top_reached`), a deferred module's function takes its recorded place: one whose place was
-        passed counts as checked as it did then (it cannot be one to run again: its file would have run first)."""
-        entry = (fn, self.scope, owner, key)
-        if self.top_reached is None or key is None or key[0] != 0 or self.log is None:
-            self.functions.append(entry)
-            return
-        if key[1] < self.top_reached:
-            key = self.log.root_key(fn, key)
-            if self.log.wants(key):
-                raise ElidedBody  # a root to run again whose place was passed: the whole program answers
-            if self.log.skipped(key) and not self.scope.ctx.library:
-                self.checked_nodes.add(id(fn))
-            return
-        at = next(
-            (i for i, item in enumerate(self.functions) if item[3] is None or item[3][0] != 0 or item[3][1] > key[1]),
-            len(self.functions),
-        )
-        self.functions.insert(at, entry)
 
     def enter_scope(self, scope: Scope) -> tuple:
         """Switch to another module's file and globals (a call into it); returns what to restore."""
@@ -482,7 +451,7 @@ class Interpreter:
             if not self.inline_stack:  # nested functions are checked on their own too
                 library = self.scope.ctx.library  # never checked on its own: it takes no place in the queue
                 key = log.queue_key(stmt) if log is not None and not library else None
-                self.queue(stmt, owner, key)
+                self.functions.append((stmt, self.scope, owner, key))
         elif kind is cst.ClassDef:
             self.exec_class(stmt)
         elif kind is cst.If:
