@@ -92,6 +92,12 @@ def edit(path: pathlib.Path, old: str, new: str) -> None:
     path.write_text(text.replace(old, new, 1))
 
 
+def edited(root: pathlib.Path, name: str, old: str, new: str) -> str:
+    """`edit` the file `name` of the project at `root`, then the warm run's trace (its output a cold run's)."""
+    edit(root / name, old, new)
+    return same_as_fresh(root)
+
+
 def test_an_edit_inside_a_body_runs_only_the_roots_that_reach_it(project: pathlib.Path) -> None:
     # `scale` is reached only from `other`: `train` and the top level are not run again
     edit(project / "pkg/layers.py", "    return t * 2", "    t = t + 1\n    return t * 2")
@@ -272,20 +278,16 @@ def _top_levels(trace: str) -> tuple[int, int]:
 def test_a_selective_run_runs_only_the_top_levels_its_roots_read(tmp_path: pathlib.Path) -> None:
     write(tmp_path, CYCLE)
     check(tmp_path)
-    edit(tmp_path / "pkg/c.py", "    return z", "    z = z + 1\n    return z")
-    trace = same_as_fresh(tmp_path)
+    trace = edited(tmp_path, "pkg/c.py", "    return z", "    z = z + 1\n    return z")
     assert "selective" in trace and _top_levels(trace) == (1, 4)  # c.py alone: it imports no other file
     # a body in the cycle: both of its files run (in the order they ran before: the same names partly run);
     # a.py's import of c.py waits for a read of `other` that never comes
-    edit(tmp_path / "pkg/b.py", "    return t * 2", "    t = t + 1\n    return t * 2")
-    trace = same_as_fresh(tmp_path)
+    trace = edited(tmp_path, "pkg/b.py", "    return t * 2", "    t = t + 1\n    return t * 2")
     assert "selective" in trace and _top_levels(trace) == (2, 4)
-    edit(tmp_path / "pkg/a.py", "    return helper(t)", "    t = t - 1\n    return helper(t)")
-    trace = same_as_fresh(tmp_path)
+    trace = edited(tmp_path, "pkg/a.py", "    return helper(t)", "    t = t - 1\n    return helper(t)")
     assert "selective" in trace and _top_levels(trace) == (2, 4)
     # `evaluate` reads GROUP: a.py runs then, and with it b.py, the member of its cycle that it imports
-    edit(tmp_path / "pkg/d.py", "    return y", "    y = y * 2\n    return y")
-    trace = same_as_fresh(tmp_path)
+    trace = edited(tmp_path, "pkg/d.py", "    return y", "    y = y * 2\n    return y")
     assert "selective" in trace and _top_levels(trace) == (3, 4)
 
 
@@ -293,28 +295,22 @@ def test_an_edit_outside_bodies_runs_the_top_levels_of_its_readers_only(tmp_path
     write(tmp_path, CYCLE)
     check(tmp_path)
     # a pure statement binding a name no code reads: d.py's top level runs (nothing imports d.py), no root
-    edit(tmp_path / "pkg/d.py", "from pkg.a import GROUP\n", "from pkg.a import GROUP\n\nSCALE = 2\n")
-    trace = same_as_fresh(tmp_path)
+    trace = edited(tmp_path, "pkg/d.py", "from pkg.a import GROUP\n", "from pkg.a import GROUP\n\nSCALE = 2\n")
     assert "selective: 0 of" in trace and _top_levels(trace) == (1, 4)
     # once `evaluate` reads SCALE, a new value runs it again, and a.py's top level (with b.py, its cycle) when
     # it reads GROUP
-    edit(tmp_path / "pkg/d.py", "    return y", "    return y * SCALE")
-    same_as_fresh(tmp_path)
-    edit(tmp_path / "pkg/d.py", "SCALE = 2\n", "SCALE = 3\n")
-    trace = same_as_fresh(tmp_path)
+    edited(tmp_path, "pkg/d.py", "    return y", "    return y * SCALE")
+    trace = edited(tmp_path, "pkg/d.py", "SCALE = 2\n", "SCALE = 3\n")
     assert "selective: 1 of" in trace and _top_levels(trace) == (3, 4)
     # a statement that calls something may change whatever it reaches: every root that ran code of d.py
-    edit(tmp_path / "pkg/d.py", "SCALE = 3\n", "SCALE = int(3)\n")
-    trace = same_as_fresh(tmp_path)
+    trace = edited(tmp_path, "pkg/d.py", "SCALE = 3\n", "SCALE = int(3)\n")
     assert "selective: 1 of" in trace and _top_levels(trace) == (3, 4)
     # a pure edit of a name a top level reads (b.py's and d.py's `from pkg.a import GROUP`): as for a call, the
     # roots that ran code of a.py or of a file importing it (not c.py's `other`)
-    edit(tmp_path / "pkg/a.py", "__all__ = [\"other\"]", "__all__ = [\"other\"]\nGROUP = GROUP")
-    trace = same_as_fresh(tmp_path)
+    trace = edited(tmp_path, "pkg/a.py", "__all__ = [\"other\"]", "__all__ = [\"other\"]\nGROUP = GROUP")
     assert "selective: 3 of 5" in trace and _top_levels(trace) == (3, 4)
     # a new import may change which module of a cycle starts first: every top level runs
-    edit(tmp_path / "pkg/d.py", "SCALE = int(3)\n", "SCALE = int(3)\nimport pkg.c\n")
-    trace = same_as_fresh(tmp_path)
+    trace = edited(tmp_path, "pkg/d.py", "SCALE = int(3)\n", "SCALE = int(3)\nimport pkg.c\n")
     assert "top levels of all files" in trace or "whole program" in trace
 
 
