@@ -441,7 +441,8 @@ def rekey(
     there), the roots of removed functions gone. With the units that changed: each new body, and `(i, GONE)`,
     which the roots that ran a removed body, or reused a removed root's result, now hold. None when the record
     cannot be renamed so (a file whose functions did not queue in body order, a removed writer). The selective
-    run checks that each top-level function is the body the renamed record says (roots.py)."""
+    run checks that each top-level function is the body the renamed record says (roots.py): where it runs every
+    top level (as with writers, whose order matters), each at the place the renamed record gives."""
     matcher = difflib.SequenceMatcher(None, list(old.bodies), list(new.bodies), autojunk=False)
     body_map: dict[int, int] = {}  # old body -> new body
     for tag, a0, a1, b0, b1 in matcher.get_opcodes():
@@ -454,8 +455,8 @@ def rekey(
             return (i, body_map[u[1]]) if u[1] in body_map else gone_unit
         return u
 
-    if len(record.top_units) != len(record.top_files) or record.writers:
-        return None  # (with writers, a new root's place in the queue decides what it sees: only a whole run knows)
+    if len(record.top_units) != len(record.top_files):
+        return None
     mine = [k for k, f in enumerate(record.top_files) if f == i]
     if not mine or [tuple(record.top_units[k]) for k in mine] != [(i, b) for b in range(len(old.bodies))]:
         return None  # not every body queued once, in body order (one-line functions, library files)
