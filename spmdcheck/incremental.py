@@ -438,7 +438,8 @@ def rekey(
     """The record renamed for file `i`'s new bodies, after functions were added to it or removed from it: its
     bodies numbered as now (matched old to new by their hashes), the top level's roots numbered in the queue
     order the new file gives (its functions queue in the order of their bodies; a new one takes its place
-    there), the roots of removed functions gone. With the units that changed: each new body, and `(i, GONE)`,
+    there, before the next kept body, after any one-line function between: a guess the run checks), the roots
+    of removed functions gone. With the units that changed: each new body, and `(i, GONE)`,
     which the roots that ran a removed body, or reused a removed root's result, now hold. None when the record
     cannot be renamed so (a file whose functions did not queue in body order, a removed writer). The selective
     run checks that each top-level function is the body the renamed record says (roots.py): where it runs every
@@ -457,9 +458,9 @@ def rekey(
 
     if len(record.top_units) != len(record.top_files):
         return None
-    mine = [k for k, f in enumerate(record.top_files) if f == i]
-    if not mine or [tuple(record.top_units[k]) for k in mine] != [(i, b) for b in range(len(old.bodies))]:
-        return None  # not every body queued once, in body order (one-line functions, library files)
+    mine = [tuple(record.top_units[k]) for k, f in enumerate(record.top_files) if f == i]
+    if not mine or [u for u in mine if u[1] >= 0] != [(i, b) for b in range(len(old.bodies))]:
+        return None  # not every body queued once, in body order (a library file: none queued)
     added = sorted(set(range(len(new.bodies))) - set(body_map.values()))
     entries: list[tuple[int, tuple, int | None]] = []  # (file, unit, old key) of the new top-level queue
     first_place = None
@@ -469,7 +470,9 @@ def rekey(
             continue
         if first_place is None:
             first_place = len(entries)
-        if u[1] in body_map:
+        if u[1] < 0:  # a one-line function (no body of its own): a new body before the next kept one goes after it
+            entries.append((i, tuple(u), k))
+        elif u[1] in body_map:
             target = body_map[u[1]]
             while added and added[0] < target:
                 entries.append((i, (i, added.pop(0)), None))

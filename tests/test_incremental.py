@@ -158,17 +158,15 @@ def test_functions_added_and_removed_run_selectively(project: pathlib.Path) -> N
     assert "selective" in same_as_fresh(project)
 
 
-def test_a_function_added_where_its_place_in_the_queue_is_unknown_runs_the_whole_program(
-    project: pathlib.Path,
-) -> None:
-    # a one-line function is queued too, but has no body of its own: where a new function queues beside it is
-    # not known from the record
-    layers = project / "pkg/layers.py"
-    edit(layers, "def scale(t):", "def short(t): return t\n\n\ndef scale(t):")
+def test_a_function_added_beside_a_one_line_function_is_placed_by_a_checked_guess(project: pathlib.Path) -> None:
+    # a one-line function is queued too, but has no body of its own: a new function is placed before the next
+    # kept body, after the one-line function; the run checks the guess, and the whole program runs when it fails
+    edit(project / "pkg/layers.py", "def scale(t):", "def short(t): return t\n\n\ndef scale(t):")
     same_as_fresh(project)
-    edit(layers, "def scale(t):", "def extra(t):\n    return t\n\n\ndef scale(t):")
-    trace = same_as_fresh(project)
-    assert "whole program" in trace and "selective" not in trace
+    trace = edited(project, "pkg/layers.py", "def scale(t):", "def extra(t):\n    return t\n\n\ndef scale(t):")
+    assert "selective" in trace
+    trace = edited(project, "pkg/layers.py", "def short(t):", "def early(t):\n    return t\n\n\ndef short(t):")
+    assert "whole program" in trace and "selective:" not in trace
 
 
 TOP_WRITER = {
