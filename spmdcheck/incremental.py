@@ -288,7 +288,7 @@ def plan_selective(
     changed_units: set[tuple] = set()
     for i, (new, old) in enumerate(zip(outlines, record.outlines)):
         if len(new.bodies) != len(old.bodies):  # functions added or removed: the record renamed to match
-            renamed = rekey(record, i, old, new, spans[i]) if spans is not None and i not in record.unmapped else None
+            renamed = rekey(record, i, old, new) if spans is not None and i not in record.unmapped else None
             if renamed is None:
                 return None
             record, gone = renamed
@@ -432,9 +432,7 @@ def _changed_names(
 GONE = -3  # the body index of a unit that no longer exists (rekey): the roots that ran one run again
 
 
-def rekey(
-    record: ProgramRecord, i: int, old: Outline, new: Outline, spans: list[tuple[int, int]]
-) -> tuple[ProgramRecord, set[tuple]] | None:
+def rekey(record: ProgramRecord, i: int, old: Outline, new: Outline) -> tuple[ProgramRecord, set[tuple]] | None:
     """The record renamed for file `i`'s new bodies, after functions were added to it or removed from it: its
     bodies numbered as now (matched old to new by their hashes), the top level's roots numbered in the queue
     order the new file gives (its functions queue in the order of their bodies; a new one takes its place

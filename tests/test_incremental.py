@@ -742,7 +742,7 @@ def test_rekey_renames_the_record_for_an_added_and_a_removed_function() -> None:
     old_outline = record.outlines[0]
     added = SOURCE.replace("def f():", "def e():\n    return 0\n\n\ndef f():")
     outline, spans = _outline(added)
-    renamed, changed = incremental.rekey(record, 0, old_outline, outline, spans)
+    renamed, changed = incremental.rekey(record, 0, old_outline, outline)
     assert [r[0] for r in renamed.roots] == [(), (0, 1), (0, 2), (1, 2, 0)]
     assert renamed.roots[2][1] == [(0, 2), (0, 1)] and renamed.roots[3][2] == [(0, 1)]
     assert renamed.top_files == [0, 0, 0] and renamed.top_units == [(0, 0), (0, 1), (0, 2)]
@@ -750,7 +750,7 @@ def test_rekey_renames_the_record_for_an_added_and_a_removed_function() -> None:
     # f removed: its root goes, the roots that ran it or reused its result hold the removed body's unit
     removed = SOURCE.replace("def f():\n    return 1\n\n\n", "")
     outline, spans = _outline(removed)
-    renamed, changed = incremental.rekey(record, 0, old_outline, outline, spans)
+    renamed, changed = incremental.rekey(record, 0, old_outline, outline)
     assert [r[0] for r in renamed.roots] == [(), (0, 0), (1, 0, 0)]
     assert renamed.roots[1][1] == [(0, 0), (0, incremental.GONE)]
     assert (0, incremental.GONE) in renamed.roots[2][1]  # its provider was removed
