@@ -109,8 +109,10 @@ def observe(name, value, node, ctx):
         seen.append((ctx, node, name, value))
 
 original = program.analyze_program
-program.analyze_program = lambda units, registry, graph=None, parse=None, on_bind=None: original(
-    units, registry, graph, parse, observe)
+def watched(units, registry, graph=None, parse=None, on_bind=None, log=None):
+    return original(units, registry, graph, parse, observe, log)
+
+program.analyze_program = watched
 paths = sorted(str(p) for p in root.rglob("*.py") if "__pycache__" not in p.parts)
 registry = api.load_registry(settings.stub_path)
 _, programs = api.plan_programs(paths, settings, registry)
@@ -127,6 +129,8 @@ for files in programs:
         shown = (view.forward, view.gradient) if view is not None else (type(value).__name__,)
         if pos is not None:
             out.add(json.dumps([ctx.path, pos.start.line, pos.start.column, name, *shown]))
+if not out:
+    sys.exit("no binding was observed: the observer is not reaching the analysis")
 print("\\n".join(sorted(out)))
 """
 

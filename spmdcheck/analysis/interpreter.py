@@ -17,6 +17,7 @@ import libcst as cst
 from spmdcheck.analysis import budget, calls, contracts, spmd_api
 from spmdcheck.analysis.context import FileContext
 from spmdcheck.analysis.findings import Finding
+from spmdcheck.analysis.loopreads import exposed_reads
 from spmdcheck.analysis.roots import RootLog
 from spmdcheck.analysis.values import (
     NONE,
@@ -55,6 +56,7 @@ from spmdcheck.analysis.values import (
     Value,
     alternatives_of,
     join,
+    made_mark,
     share_objects,
 )
 from spmdcheck.frontend.guard import string_value
@@ -196,6 +198,7 @@ class Interpreter:
         # functions to check on their own after the top level ran: (function, scope, owning class)
         self.functions: list[tuple[cst.FunctionDef, Scope, ClassValue | None, tuple | None]] = []  # + root key
         self.collectives: list[tuple[str, str | None, cst.CSTNode]] = []  # calls made, in order
+        self._exposed: dict[int, tuple[cst.CSTNode, frozenset[str] | None]] = {}  # loop id -> (loop, exposed reads)
         # writes to variables recorded instead of applied, while a call is typed per alternative
         self.effects: list[tuple[cst.CSTNode | None, Value]] | None = None
         # rank-dependent conditions the code being run is under (early exits, loop bounds), with their node
@@ -789,6 +792,7 @@ class Interpreter:
         else_writes: list[tuple[InstanceValue, str, Value | None]],
         ref: int,
         widen: Callable[[Value], Value] | None = None,
+        made_after: int | None = None,
     ) -> bool:
         """Each attribute an arm wrote: the join of its values after the two arms (the current values
         are the second arm's). An arm that ended (return/raise) is joined too: its writes may reach a
@@ -806,7 +810,8 @@ class Interpreter:
                 merged = widen(merged)
             if merged is not b:
                 self.set_attr(owner, name, merged)
-            changed = changed or merged != previous
+            if merged != previous and (made_after is None or owner.made < made_after):
+                changed = True
         return changed
 
     def _rank_specific_tensors(self, test: RankValue, after_if: dict, after_else: dict) -> list[str]:
@@ -902,8 +907,10 @@ class Interpreter:
     def _exec_loop(self, node: cst.For | cst.While, item: Value) -> None:
         ref = self.ctx.site(node)
         # Iterate to a fixed point (bounded): a loop body may run zero or more times.
-        for _ in range(4):
+        for n in range(4):
             before = dict(self.frame.env)
+            first_collective = len(self.collectives)
+            mark = made_mark()
             if isinstance(node, cst.For):
                 self.assign(node.target, item, None)
             with self._attr_writes() as writes:
@@ -914,12 +921,35 @@ class Interpreter:
             after = self.frame.env
             merged = {n: _loop_widen(_joined(before, after, n, ref)) for n in set(before) | set(after)}
             self.frame.env = merged
-            # the objects the body wrote: their attributes joined with the values before this pass
-            attrs_changed = self._join_attrs([], {}, writes, ref, _loop_widen)
-            if merged == before and not attrs_changed:
+            # the objects the body wrote: their attributes joined with the values before this pass (an object
+            # the pass made is new in every pass: the next pass reaches it only through what is compared)
+            attrs_changed = self._join_attrs([], {}, writes, ref, _loop_widen, made_after=mark)
+            if attrs_changed:
+                continue
+            if merged == before:
+                break
+            if n == 0 and self._repeats(node, before, merged):
+                # the second pass the loop would run reads what this one read: it would repeat it (its
+                # collectives are counted twice, as that pass would call them again: `_check_rank_branch`)
+                self.collectives.extend(self.collectives[first_collective:])
                 break
         if node.orelse is not None:
             self.exec_block(_body(node.orelse))
+
+    def _repeats(self, node: cst.For | cst.While, before: dict[str, Value], merged: dict[str, Value]) -> bool:
+        """Whether another pass of a loop body that ran once from `before` would run as that pass did: every
+        name whose value the pass changed is written before it is read (loopreads.py). Only in a function:
+        at a module's top level, the functions the body calls read its variables as globals."""
+        if self.frame.function is None:
+            return False
+        key = id(node)
+        cached = self._exposed.get(key)
+        if cached is None or cached[0] is not node:
+            cached = self._exposed[key] = (node, exposed_reads(node))
+        exposed = cached[1]
+        if exposed is None:
+            return False
+        return not any(name in exposed for name, value in merged.items() if before.get(name, _ABSENT) != value)
 
     def exec_with(self, node: cst.With) -> None:
         saved = (self.grad_enabled, self.mesh, self.checking)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -350,6 +351,12 @@ class _Generation(threading.local):
 
 
 Generation = _Generation()
+_made = itertools.count(1)
+
+
+def made_mark() -> int:
+    """A number below that of every object made after this call (`InstanceValue.made`)."""
+    return next(_made)
 
 
 @dataclass(eq=False)
@@ -359,6 +366,7 @@ class InstanceValue(Value):
     cls: ClassValue
     attrs: dict[str, Value] = field(default_factory=dict)
     born: int = field(default_factory=lambda: Generation.current, repr=False)
+    made: int = field(default_factory=lambda: next(_made), repr=False)  # objects made later have larger numbers
 
     def snapshot(self) -> tuple:
         """The object's state as a memo key: its class and attributes (copies of one object share it)."""
