@@ -92,9 +92,10 @@ _INERT_FIELDS = frozenset(
         "assumed",  # a constant the checker assumes (get_spmd_backend()): it makes no type
         "instance_test",  # isinstance(t, DTensor) of a typed tensor: it makes no type
         # values, not types: a container of the modules it is given, a string constant (an axis name),
-        # the stub module of a model (its code is judged in `seed_words`). `rank_of` (x.dim()) stays a
-        # seed: a class typed by a contract set in another file (test_contracts) is found only through it.
+        # the stub module of a model (its code is judged in `seed_words`), a tensor's number of dims
+        # (x.dim()). A class typed by a contract another file sets on it is found by `spread`.
         "container_param",
+        "rank_of",
         "sequential_param",
         "const_str",
         "model_module",
@@ -207,6 +208,7 @@ class Unit:
     exposed: bool = False  # may receive a typed value
     method: str | None = None  # a method's name: called through any object, so named from any file
     attrs: frozenset[str] = frozenset()  # a method's `self.<attr>` names
+    writes: frozenset[str] = frozenset()  # names whose attribute or item a module-level statement assigns
     members: list[Unit] = field(default_factory=list)  # a class's methods (the class unit is its header)
 
     @property
@@ -584,7 +586,7 @@ def _collect(body: list[ast.stmt], lines: list[str], out: list[Unit]) -> None:
             out.append(Unit(_bound_names(node), imported))
         else:
             text = _segment(lines, node.lineno, node.end_lineno or node.lineno)
-            out.append(Unit(_bound_names(node, text), _words(text)))
+            out.append(Unit(_bound_names(node, text), _words(text), writes=_written_bases(node)))
 
 
 def _compound(node: ast.stmt, lines: list[str], out: list[Unit]) -> None:
@@ -623,6 +625,31 @@ def _target_names(target: ast.AST) -> set[str]:
         if isinstance(sub, ast.Name):
             names.add(sub.id)
     return names
+
+
+def _written_bases(node: ast.stmt) -> frozenset[str]:
+    """The names whose attribute or item a simple statement assigns (`Linear._sharding_config = ...`)."""
+    if isinstance(node, ast.Assign):
+        targets = node.targets
+    elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+        targets = [node.target]
+    else:
+        return frozenset()
+    names: set[str] = set()
+    todo = list(targets)
+    while todo:
+        target = todo.pop()
+        if isinstance(target, (ast.Tuple, ast.List)):
+            todo.extend(target.elts)
+        elif isinstance(target, ast.Starred):
+            todo.append(target.value)
+        elif isinstance(target, (ast.Attribute, ast.Subscript)):
+            base = target.value
+            while isinstance(base, (ast.Attribute, ast.Subscript)):
+                base = base.value
+            if isinstance(base, ast.Name):
+                names.add(base.id)
+    return frozenset(names)
 
 
 def _bound_names(node: ast.stmt, text: str = "") -> frozenset[str]:
@@ -705,6 +732,7 @@ def spread(scans: list[FileScan]) -> None:
         for name in u.binds:
             class_names_units[i].setdefault(name, []).append(u)
     class_names = [set(d) for d in class_names_units]
+    writers = [(i, u) for i, s in enumerate(scans) for u in s.units if u.writes]
 
     def matter(i: int, u: Unit, source: bool) -> None:
         if source:
@@ -758,6 +786,16 @@ def spread(scans: list[FileScan]) -> None:
                     if not u.matters and u.method is None and not u.binds.isdisjoint(named[i]):
                         matter(j, u, False)
                         changed = True
+        # A source assigning an attribute of a class (`RowLinear._sharding_config = ShardingConfig(...)`, from
+        # any file) may give its methods types (a contract types `forward`): the class is a source.
+        for i, u in writers:
+            if u.source:
+                for j in reach[i]:
+                    for name in u.writes & class_names[j]:
+                        for cls in class_names_units[j][name]:
+                            if not cls.source:
+                                matter(j, cls, True)
+                                changed = True
         for i, s in enumerate(scans):
             for u in s.units:
                 if not u.matters and u.method is not None and u.method in anywhere:
@@ -849,6 +887,7 @@ def scan_to_plain(s: FileScan) -> tuple[list, list]:
             u.method,
             sorted(u.attrs),
             [index[id(m)] for m in u.members],
+            sorted(u.writes),
         ]
         for u in s.units
     ]
@@ -874,11 +913,12 @@ def scan_from_plain(path: str, small: object, units: object = None) -> FileScan 
         out.cuts = None if cuts is None else tuple((int(a), int(b)) for a, b in cuts)
         out.has_units = units is not None
         members: list[list[int]] = []
-        for binds, words, bodies, source, method, attrs, member_indices in units or ():  # type: ignore[attr-defined]
+        for binds, words, bodies, source, method, attrs, member_indices, writes in units or ():  # type: ignore[attr-defined]
             spans = tuple((int(a), int(b)) for a, b in bodies)
             unit = Unit(frozenset(map(str, binds)), frozenset(map(str, words)), spans, bool(source))
             unit.method = None if method is None else str(method)
             unit.attrs = frozenset(map(str, attrs))
+            unit.writes = frozenset(map(str, writes))
             out.units.append(unit)
             members.append([int(i) for i in member_indices])
         for unit, indices in zip(out.units, members):
