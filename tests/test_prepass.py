@@ -241,6 +241,25 @@ def test_seed_words_come_from_the_rules():
     assert "torch" in prepass.seed_words(load_registry(()), True)
 
 
+def test_a_source_writing_a_class_attribute_in_another_file_makes_the_class_a_source():
+    """`RowLinear._sharding_config = ShardingConfig(...)` types the class's forward: its file is checked."""
+    from spmdcheck.api import load_registry
+
+    seeds = prepass.seed_words(load_registry(()), False)
+    assert "dim" not in seeds  # a number, not a type
+    layers = "import torch\n\nclass RowLinear(torch.nn.Module):\n    def forward(self, h):\n        return h.dim()\n"
+    plan = "from proj.layers import RowLinear\n\nRowLinear._sharding_config = make(all_reduce)\n"
+    quiet = "from proj.layers import RowLinear\n\nRowLinear._sharding_config = make()\n"
+    for writer, matters in ((plan, True), (quiet, False)):
+        scans = [
+            prepass.scan("proj/layers.py", layers.encode(), seeds, exists=lambda p: True),
+            prepass.scan("proj/plan.py", writer.encode(), seeds, exists=lambda p: True),
+        ]
+        prepass.spread(scans)
+        assert scans[0].relevant is matters
+        assert not prepass.plan(scans[0]).blank if matters else prepass.plan(scans[0]).skip
+
+
 def test_module_level_statements_say_what_they_bind_and_whether_they_only_bind() -> None:
     """A pure statement calls nothing, writes no attribute or item and runs no decorator (but property and
     its kind): what it changes reaches only the code reading its names (incremental.py)."""
