@@ -1,5 +1,3 @@
-import sys
+from spmdcheck.cli import run
 
-from spmdcheck.cli import main
-
-sys.exit(main())
+run()

@@ -511,7 +511,7 @@ def plan_programs(
     loaded: dict[str, LoadedFile] = {}
     if prepass.enabled():
         if scans is None:
-            scans = scan_files(paths, settings, registry, mapper, tables=False)  # (no record: see `scan_files`)
+            scans = scan_files(paths, settings, registry, mapper, for_cache=False)  # no cache: see `scan_files`
         if plans is None:
             plans = taint(scans)
         graph = _graph_of([s for s in scans if s is not None])
@@ -741,16 +741,16 @@ def scan_files(
     registry: Registry | None,
     mapper: Callable = map,
     seeds: frozenset[str] | None = None,
-    tables: bool = True,
+    for_cache: bool = True,
 ) -> list[prepass.FileScan | None]:
     """The pre-pass over `paths`, before the taint (None for a file that cannot be read); `seeds`
-    (from the cache) spare loading the registry. `tables`: list each file's module-level statements (what a
-    cached run's record keeps; a run without the cache does without)."""
+    (from the cache) spare loading the registry. `for_cache`: also what only the result cache reads (each
+    file's comment cuts and module-level statements: `prepass.scan`); a run without the cache does without."""
     if not paths:
         return []
     if seeds is None:
         seeds = seed_words_for(settings, registry)
-    return list(mapper(_scan_path, [(p, seeds, tables) for p in paths]))
+    return list(mapper(_scan_path, [(p, seeds, for_cache) for p in paths]))
 
 
 def taint(scans: list[prepass.FileScan | None]) -> dict[str, tuple[bool, tuple[tuple[int, int], ...]]]:
@@ -923,13 +923,13 @@ def seed_words_for(settings: Settings, registry: Registry | None = None) -> froz
 
 
 def _scan_path(item: tuple[str, frozenset[str], bool]) -> prepass.FileScan | None:
-    path, seeds, tables = item
+    path, seeds, for_cache = item
     try:
         data = pathlib.Path(path).read_bytes()
     except OSError:
         return None  # load_file reports it
     with _without_cycle_collection():
-        return prepass.scan(path, data, seeds, tables=tables)
+        return prepass.scan(path, data, seeds, for_cache=for_cache)
 
 
 def _graph_of(scans: list[prepass.FileScan]) -> ModuleGraph:

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from spmdcheck.api import Settings
     from spmdcheck.diagnostics.render import Diagnostic
 
-FORMAT_VERSION = 6
+FORMAT_VERSION = 7
 DIRNAME = ".spmdcheck_cache"
 CACHEDIR_TAG = (
     "Signature: 8a477f597d28d172789f06886806bc55\n"

@@ -18,9 +18,10 @@ whose ranks may diverge) can only enter a program through
   rules, and a rule of a kind it does not know is a seed;
 - an annotation or a file setting, whose spellings all contain `spmd` or `Annotated`
   (`spmd_types`, `spmdcheck.annotations.Local`, `# spmdcheck:`, `typing.Annotated`);
-and a suppression comment names its code (`# noqa: SPMD101`). A file holding `spmd`,
-`SPMD` or `Annotated` anywhere is analysed whole. Elsewhere a unit naming a seed is a
-*source*, and `spread` propagates to a fixed point:
+and a suppression comment names its code (`# noqa: SPMD101`). A file whose code names
+`Annotated`, that imports `spmd_types` or `spmdcheck`, or whose comments hold a setting or a
+code is analysed whole (`_whole`; prose about SPMD and names like `spmd_mesh` do not count).
+Elsewhere a unit naming a seed is a *source*, and `spread` propagates to a fixed point:
 - a unit naming what a source binds, in its own file or a checked module it imports
   (it may call it or read its value), is a source; a class with a source method is a
   source, and so is a method reading `self.<attr>` of a source method of its class or
@@ -56,9 +57,11 @@ from spmdcheck.rules.model import OpRule
 if TYPE_CHECKING:
     from spmdcheck.rules.stubs import Registry
 
-# A file naming one of these is analysed whole: annotations, the spmd_types API, file settings, and
-# suppression comments naming a code (an unused one is reported).
+# A file naming one of these may be analysed whole: annotations, the spmd_types API, file settings, and
+# suppression comments naming a code (an unused one is reported). Which it is, `_whole` decides.
 WHOLE_FILE_MARKERS = (b"spmd", b"Annotated", b"SPMD")
+_SETTING_OR_CODE = re.compile(rb"spmdcheck|SPMD\d")  # a file setting (spmdcheck: mesh = [...]) or a code (SPMD101)
+_ANNOTATED = re.compile(r"\bAnnotated\b")
 
 # OpRule fields an op may set and still be unable to type an untyped operand. A rule setting any
 # other field (a collective, a mapping, a mesh, the spmd_types API, whatever a later rule kind adds)
@@ -268,8 +271,9 @@ def _words(text: str) -> frozenset[str]:
     return frozenset(found)
 
 
-def scan(path: str, data: bytes, seeds: frozenset[str], exists=os.path.exists, tables: bool = True) -> FileScan:  # noqa: ANN001
-    """Cut a file into units, taint those naming a seed, and list what it imports.
+def scan(path: str, data: bytes, seeds: frozenset[str], exists=os.path.exists, for_cache: bool = True) -> FileScan:  # noqa: ANN001
+    """Cut a file into units, taint those naming a seed, and list what it imports. `for_cache`: also what only
+    the result cache reads (the comment cuts its keys leave out, the module-level statements its record names).
 
     A file holding a marker is analysed whole (all its units are sources). A file `ast` cannot
     read is handed to libcst whole (it reports the syntax error, or checks what CPython's parser
@@ -286,18 +290,51 @@ def scan(path: str, data: bytes, seeds: frozenset[str], exists=os.path.exists, t
     except (SyntaxError, ValueError, UnicodeDecodeError, RecursionError, MemoryError):
         words = _words(data.decode("utf-8", errors="replace"))
         return FileScan(path, whole=True, units=[Unit(words, words, source=True)], module=module.name)
-    lines = _NEWLINE.split(code_only(text))
+    code = code_only(text)
+    whole = whole and _whole(data, tree, code)
+    lines = _NEWLINE.split(code)
     units: list[Unit] = []
     _collect(tree.body, lines, units)
     for unit in units:
         unit.source = whole or not seeds.isdisjoint(unit.words)
     imports, star = _imports(tree.body, module)
-    cuts = comment_cuts(tree, text)
+    cuts = comment_cuts(tree, text) if for_cache else None
     shallow = guard.shallow(tree, data)
-    table = statements(tree.body, module) if tables else None
+    table = statements(tree.body, module) if for_cache else None
     return FileScan(path, whole, units, module.name, imports, star, cuts=cuts, shallow=shallow, statements=table)
 
 
+def _whole(data: bytes, tree: ast.Module, code: str) -> bool:
+    """Whether a file holding a marker is analysed whole (every unit a source): a comment holds a file setting
+    or names a code, its code (not its prose) names `Annotated`, or it imports the spmd_types API or
+    spmdcheck's annotations (a module or name `spmd_types...` or `spmdcheck`), whose names the seeds leave
+    out. Prose about SPMD and names that only hold the word (`spmd_mesh`, `torch_xla.distributed.spmd`) are
+    not markers: the taint decides such a file."""
+    if _SETTING_OR_CODE.search(data) or _ANNOTATED.search(code):
+        return True
+    todo: list[ast.stmt] = list(tree.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            paths = [alias.name for alias in node.names]
+            if isinstance(node, ast.ImportFrom) and node.module:
+                paths.append(node.module)
+            for path in paths:
+                if any(part.startswith("spmd_types") or part == "spmdcheck" for part in path.split(".")):
+                    return True
+            continue
+        for name in _BLOCK_FIELDS:
+            block = getattr(node, name, None)
+            if isinstance(block, list):
+                todo.extend(block)
+        for handler in getattr(node, "handlers", ()):
+            todo.extend(handler.body)
+        for case in getattr(node, "cases", ()):
+            todo.extend(case.body)
+    return False
+
+
+_BLOCK_FIELDS = ("body", "orelse", "finalbody")
 _SUPPRESSION_OR_SETTING = re.compile(r"noqa|spmd", re.IGNORECASE)  # comments the checker reads
 _OPENING, _CLOSING = frozenset("([{"), frozenset(")]}")
 

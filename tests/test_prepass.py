@@ -197,6 +197,23 @@ def test_inert_bodies_are_blanked_and_the_rest_kept():
 def test_marker_files_are_analysed_whole():
     assert _plan("import spmd_types\n\ndef f(x):\n    return x\n") == prepass.Plan(False)
     assert _plan("from typing import Annotated\n\ndef f(x):\n    return x\n") == prepass.Plan(False)
+    lazy_import = "def f(x):\n    from torchtitan.distributed import spmd_types as st\n    return x\n"
+    assert _plan(lazy_import) == prepass.Plan(False)
+    assert _plan("# spmdcheck: mesh = ['tp']\ndef f(x):\n    return x\n") == prepass.Plan(False)
+    assert _plan("def f(x):\n    return x  # noqa: SPMD101\n") == prepass.Plan(False)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '"""Annotated modules are wrapped; SPMD is a style."""\ndef f(x):\n    return x\n',
+        "def f(state):\n    return state.spmd_mesh\n",
+        "def f(x):\n    from torch_xla.distributed.spmd import mark\n    return mark(x)\n",
+        "# the spmd mesh, Annotated\ndef f(x):\n    return x\n",
+    ],
+)
+def test_prose_and_names_holding_a_marker_do_not_make_a_file_whole(text: str) -> None:
+    assert _plan(text).skip
 
 
 def test_blanking_keeps_every_line_and_ending():
