@@ -1152,6 +1152,13 @@ def _program_budget(task: tuple) -> float:
     return _ANALYSIS_BUDGET_S + _ANALYSIS_BUDGET_PER_FILE_S * len(task[1]) + _KILL_GRACE_S
 
 
+def _import_analysis() -> None:
+    """libcst and the analysis, imported once in the parent before the program workers fork (not again in
+    every worker); while the pre-pass's workers scan, the parent has nothing else to do."""
+    from spmdcheck import workers  # noqa: F401
+    from spmdcheck.analysis import program  # noqa: F401
+
+
 class _LazyPool:
     """Forked workers started on first need (an all-cached run never starts them), with the registry
     loaded once in the parent before the fork."""
@@ -1193,7 +1200,9 @@ class _LazyPool:
         items = list(items)
         if len(items) < 8 or not self._start():
             return [fn(i) for i in items]
-        return self.pool.map(fn, items, 4)  # type: ignore[union-attr]
+        pending = self.pool.map_async(fn, items, 4)  # type: ignore[union-attr]
+        _import_analysis()  # while the workers scan: the program workers fork with it (see `run_programs`)
+        return pending.get()
 
     def run_programs(self, programs: list[list[LoadedFile]], plans: dict[int, object] | None = None):  # noqa: ANN201
         """(program, results, record) for each program; `plans` (with a cache): record each program's run,
@@ -1209,8 +1218,8 @@ class _LazyPool:
                 )
                 yield program, results, record
             return
-        from spmdcheck.analysis import program as _analysis  # noqa: F401 - libcst and the analysis imported
-        from spmdcheck.workers import run_isolated  # once, here, before the fork: not again in every worker
+        _import_analysis()
+        from spmdcheck.workers import run_isolated
 
         global _WORKER_STATE
         _WORKER_STATE = (self.settings, self.registry)
