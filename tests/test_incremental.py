@@ -212,6 +212,46 @@ def test_a_top_level_writing_to_another_module_keeps_edits_outside_bodies_whole(
     assert "whole program" in trace and "selective" not in trace
 
 
+# The same write, made by a script's `__main__` block: it runs when the file is the script, never when another
+# module imports it, so it is a root of its own (interpreter.py `_defer_main`), not a top-level writer.
+MAIN_WRITER = {
+    **TOP_WRITER,
+    "pkg/setup.py": """\
+        import torch
+        import torch.distributed as dist
+
+        from pkg import state
+
+        GROUP = dist.new_group([0, 1])
+
+
+        def main():
+            state.BOX.t = dist.all_reduce
+            y = torch.ones(2)
+            if dist.get_rank() == 0:
+                dist.all_reduce(y)  # error: SPMD501
+
+
+        if __name__ == "__main__":
+            main()
+            z = torch.ones(2)
+            if dist.get_rank() == 0:
+                dist.broadcast(z, src=0)  # error: SPMD501
+    """,
+}
+
+
+def test_a_main_block_is_a_root_of_its_own(tmp_path: pathlib.Path) -> None:
+    write(tmp_path, MAIN_WRITER)
+    out = json.loads(check(tmp_path, "--no-cache").stdout)
+    found = {(d["path"], d["line"], d["code"]) for d in out["diagnostics"]}
+    assert found == {("pkg/setup.py", 13, "SPMD501"), ("pkg/setup.py", 20, "SPMD501")}
+    check(tmp_path)
+    edit(tmp_path / "pkg/state.py", "BOX = Box()", "BOX = Box()\nOTHER = 1")
+    trace = same_as_fresh(tmp_path)
+    assert "selective" in trace and "whole program" not in trace, trace
+
+
 # An import cycle (a.py and b.py: which one's names the other sees partly run depends on which started
 # first), c.py, which a.py imports (one program) but whose names nothing reads, and d.py, which imports a.py
 # (nothing imports d.py).

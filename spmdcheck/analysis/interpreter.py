@@ -134,6 +134,7 @@ class Frame:
     # in-place writes to parameters still bound to the caller's object: the call's effects on its arguments
     param_effects: dict[str, Value] = field(default_factory=dict)
     rebound: set[str] = field(default_factory=set)  # parameters reassigned: later writes are local
+    top: bool = False  # a module's top level (not a class body, a function or a `__main__` block)
 
     def ended(self) -> str | None:
         """How the current path ended: "exited" (return/raise), "jumped" (break/continue), or None."""
@@ -243,7 +244,7 @@ class Interpreter:
         """
         saved = {name: getattr(self, name) for name in _RUN_STATE}
         self.ctx, self.scope = scope.ctx, scope
-        self.frame = Frame(scope.globals, scope.globals)
+        self.frame = Frame(scope.globals, scope.globals, top=True)
         self.mesh, self.grad_enabled, self.checking = scope.ctx.options.mesh, True, True
         self.inline_stack, self.call_sites, self.divergent = [], [], []
         self.collectives, self.effects, self.last_test = [], None, UNKNOWN
@@ -305,7 +306,10 @@ class Interpreter:
             Generation.current += 1
             self.spelling_undo, self.attr_undo = [], []
             try:
-                self.analyze_function(fn, scope, owner)
+                if type(fn) is cst.If:
+                    self.analyze_main(fn, scope)
+                else:
+                    self.analyze_function(fn, scope, owner)
             finally:
                 for ctx, alias, names in reversed(self.spelling_undo):
                     ctx.spmd_alias, ctx.megatron_names = alias, names
@@ -357,6 +361,25 @@ class Interpreter:
             if contract is not None and contract.returns:
                 for value, node in self.frame.returns:
                     calls.check_declared(self, value, contract.returns, node, "SPMD402", "returned value (out_src)")
+        finally:
+            self.frame, self.grad_enabled, self.mesh, self.checking = saved
+            self.ctx, self.scope = restore
+            if entered:
+                self.log.exit_body()
+
+    def analyze_main(self, node: cst.If, scope: Scope) -> None:
+        """Check a module's `if __name__ == "__main__":` block (see `_defer_main`): its names are a copy of the
+        module's, so what it binds stays its own; what it writes to objects is undone, as for every root."""
+        saved = (self.frame, self.grad_enabled, self.mesh, self.checking)
+        restore = self.enter_scope(scope)
+        self.mesh = self.ctx.options.mesh
+        self.frame = Frame(dict(scope.globals), scope.globals)
+        entered = False
+        try:
+            if self.log is not None:
+                self.log.enter_body(node)
+                entered = True
+            self.exec_block(_body(node))
         finally:
             self.frame, self.grad_enabled, self.mesh, self.checking = saved
             self.ctx, self.scope = restore
@@ -694,9 +717,23 @@ class Interpreter:
         self.assign(node.target, result, node.value)
 
     def exec_if(self, node: cst.If) -> None:
+        if self.frame.top and is_main_guard(node.test):
+            self._defer_main(node)
+            return
         test = self.eval(node.test)
         self._exec_if(node, test)
         self.last_test = test
+
+    def _defer_main(self, node: cst.If) -> None:
+        """`if __name__ == "__main__":` at a module's top level: what runs when the file is the script, after its
+        top level, never when another module imports it. Its block is checked as a root of its own after the top
+        levels (`analyze_main`), on a copy of the module's names; its `else` is what an import runs."""
+        library = self.scope.ctx.library  # a library is never the script: its block never runs
+        if not library:
+            log = self.log
+            self.functions.append((node, self.scope, None, log.queue_key(node) if log is not None else None))
+        if isinstance(node.orelse, cst.Else):
+            self.exec_block(_body(node.orelse))
 
     def _exec_if(self, node: cst.If, test: Value) -> None:
         if isinstance(test, Literal) and (self.inline_stack or isinstance(test, Assumed)):
@@ -1503,6 +1540,19 @@ def _put_attr(owner: InstanceValue, name: str, value: Value | None) -> None:
         owner.attrs.pop(name, None)
     else:
         owner.attrs[name] = value
+
+
+def is_main_guard(test: cst.BaseExpression) -> bool:
+    """`__name__ == "__main__"` (either way round)."""
+    if type(test) is not cst.Comparison or len(test.comparisons) != 1:
+        return False
+    target = test.comparisons[0]
+    if type(target.operator) is not cst.Equal:
+        return False
+    sides = (test.left, target.comparator)
+    names = [side for side in sides if type(side) is cst.Name and side.value == "__name__"]
+    texts = [side for side in sides if type(side) is cst.SimpleString and string_value(side) == "__main__"]
+    return len(names) == 1 and len(texts) == 1
 
 
 def _body(node: cst.CSTNode) -> Sequence[cst.CSTNode]:

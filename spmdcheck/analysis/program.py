@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from spmdcheck.analysis.context import BindObserver, FileContext, Options, ProgramState
-from spmdcheck.analysis.interpreter import Interpreter, Scope
+from spmdcheck.analysis.interpreter import Interpreter, Scope, is_main_guard
 from spmdcheck.analysis.roots import TOP, ElidedBody, RootLog
 from spmdcheck.analysis.values import Generation
 from spmdcheck.program.graph import ModuleFile, ModuleGraph
@@ -224,6 +224,9 @@ def map_units(log: RootLog, index: int, unit: SourceUnit) -> None:
         log.unit_of[id(node)] = (index, k)
     for node in skeleton_defs(unit.module):
         log.unit_of.setdefault(id(node), (index, -1))  # its code is the file's text outside the bodies
+    for stmt in unit.module.body:
+        if type(stmt) is cst.If and is_main_guard(stmt.test):
+            log.unit_of[id(stmt)] = (index, -1)  # a `__main__` block: a root of its own, outside the bodies
 
 
 def unit_defs(module: cst.Module) -> list[cst.FunctionDef]:
