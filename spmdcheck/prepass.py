@@ -47,7 +47,7 @@ import os
 import re
 import tokenize
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -312,18 +312,25 @@ def _whole(data: bytes, tree: ast.Module, code: str) -> bool:
     not markers: the taint decides such a file."""
     if _SETTING_OR_CODE.search(data) or _ANNOTATED.search(code):
         return True
-    todo: list[ast.stmt] = list(tree.body)
+    for node in _import_statements(tree.body):
+        paths = [alias.name for alias in node.names]
+        if isinstance(node, ast.ImportFrom) and node.module:
+            paths.append(node.module)
+        for path in paths:
+            if any(part.startswith("spmd_types") or part == "spmdcheck" for part in path.split(".")):
+                return True
+    return False
+
+
+def _import_statements(body: list[ast.stmt]) -> Iterator[ast.Import | ast.ImportFrom]:
+    """Every import statement, at any depth, walking statements only: expressions cannot hold one."""
+    todo = list(body)
     while todo:
         node = todo.pop()
         if isinstance(node, (ast.Import, ast.ImportFrom)):
-            paths = [alias.name for alias in node.names]
-            if isinstance(node, ast.ImportFrom) and node.module:
-                paths.append(node.module)
-            for path in paths:
-                if any(part.startswith("spmd_types") or part == "spmdcheck" for part in path.split(".")):
-                    return True
+            yield node
             continue
-        for name in _BLOCK_FIELDS:
+        for name in ("body", "orelse", "finalbody"):
             block = getattr(node, name, None)
             if isinstance(block, list):
                 todo.extend(block)
@@ -331,10 +338,6 @@ def _whole(data: bytes, tree: ast.Module, code: str) -> bool:
             todo.extend(handler.body)
         for case in getattr(node, "cases", ()):
             todo.extend(case.body)
-    return False
-
-
-_BLOCK_FIELDS = ("body", "orelse", "finalbody")
 _SUPPRESSION_OR_SETTING = re.compile(r"noqa|spmd", re.IGNORECASE)  # comments the checker reads
 _OPENING, _CLOSING = frozenset("([{"), frozenset(")]}")
 
@@ -440,36 +443,24 @@ def analysed_digest(
 
 
 def _imports(body: list[ast.stmt], module: object) -> tuple[frozenset[str], frozenset[str]]:
-    """What `program.graph.imported_names` finds (every import statement, at any depth), walking
-    statements only: expressions cannot hold one."""
+    """What `program.graph.imported_names` finds (every import statement, at any depth)."""
     from spmdcheck.program.graph import resolve_import
 
     out: set[str] = set()
     star: set[str] = set()
-    todo = list(body)
-    while todo:
-        node = todo.pop()
+    for node in _import_statements(body):
         if isinstance(node, ast.Import):
             out.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            target = resolve_import(module, node.module, node.level)  # type: ignore[arg-type]
-            if target is None:
-                continue
-            out.add(target)
-            for alias in node.names:
-                if alias.name == "*":
-                    star.add(target)
-                else:
-                    out.add(f"{target}.{alias.name}")
-        else:
-            for name in ("body", "orelse", "finalbody"):
-                block = getattr(node, name, None)
-                if isinstance(block, list):
-                    todo.extend(block)
-            for handler in getattr(node, "handlers", ()):
-                todo.extend(handler.body)
-            for case in getattr(node, "cases", ()):
-                todo.extend(case.body)
+            continue
+        target = resolve_import(module, node.module, node.level)  # type: ignore[arg-type]
+        if target is None:
+            continue
+        out.add(target)
+        for alias in node.names:
+            if alias.name == "*":
+                star.add(target)
+            else:
+                out.add(f"{target}.{alias.name}")
     return frozenset(out), frozenset(star)
 
 
