@@ -196,8 +196,9 @@ class Interpreter:
         self.call_sites: list[tuple[FileContext, cst.CSTNode]] = []  # calls being inlined, outermost first
         self.frame = Frame({}, {})
         self.scope = Scope(ctx, self.frame.env)
-        # functions to check on their own after the top level ran: (function, scope, owning class)
-        self.functions: list[tuple[cst.FunctionDef, Scope, ClassValue | None, tuple | None]] = []  # + root key
+        # functions to check on their own after the top level ran: (function, scope, owning class, root key); a
+        # module's `if __name__ == "__main__":` block is queued as one too (`_defer_main`)
+        self.functions: list[tuple[cst.FunctionDef | cst.If, Scope, ClassValue | None, tuple | None]] = []
         self.collectives: list[tuple[str, str | None, cst.CSTNode]] = []  # calls made, in order
         self._exposed: dict[int, tuple[cst.CSTNode, frozenset[str] | None]] = {}  # loop id -> (loop, exposed reads)
         # writes to variables recorded instead of applied, while a call is typed per alternative
@@ -732,7 +733,9 @@ class Interpreter:
         if not library:
             log = self.log
             self.functions.append((node, self.scope, None, log.queue_key(node) if log is not None else None))
-        if isinstance(node.orelse, cst.Else):
+        if isinstance(node.orelse, cst.If):
+            self.exec_if(node.orelse)
+        elif node.orelse is not None:
             self.exec_block(_body(node.orelse))
 
     def _exec_if(self, node: cst.If, test: Value) -> None:
@@ -944,7 +947,7 @@ class Interpreter:
     def _exec_loop(self, node: cst.For | cst.While, item: Value) -> None:
         ref = self.ctx.site(node)
         # Iterate to a fixed point (bounded): a loop body may run zero or more times.
-        for n in range(4):
+        for pass_number in range(4):
             before = dict(self.frame.env)
             first_collective = len(self.collectives)
             mark = made_mark()
@@ -965,7 +968,7 @@ class Interpreter:
                 continue
             if merged == before:
                 break
-            if n == 0 and self._repeats(node, before, merged):
+            if pass_number == 0 and self._repeats(node, before, merged):
                 # the second pass the loop would run reads what this one read: it would repeat it (its
                 # collectives are counted twice, as that pass would call them again: `_check_rank_branch`)
                 self.collectives.extend(self.collectives[first_collective:])
