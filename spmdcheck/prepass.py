@@ -62,6 +62,11 @@ if TYPE_CHECKING:
 WHOLE_FILE_MARKERS = (b"spmd", b"Annotated", b"SPMD")
 _SETTING_OR_CODE = re.compile(rb"spmdcheck|SPMD\d")  # a file setting (spmdcheck: mesh = [...]) or a code (SPMD101)
 _ANNOTATED = re.compile(r"\bAnnotated\b")
+_MARKER_WORD = re.compile(r"spmd|Annotated", re.IGNORECASE)
+
+
+def _names_marker(words: frozenset[str]) -> bool:
+    return any("spmd" in word.lower() or word == "Annotated" for word in words)
 
 # OpRule fields an op may set and still be unable to type an untyped operand. A rule setting any
 # other field (a collective, a mapping, a mesh, the spmd_types API, whatever a later rule kind adds)
@@ -291,12 +296,15 @@ def scan(path: str, data: bytes, seeds: frozenset[str], exists=os.path.exists, f
         words = _words(data.decode("utf-8", errors="replace"))
         return FileScan(path, whole=True, units=[Unit(words, words, source=True)], module=module.name)
     code = code_only(text)
-    whole = whole and _whole(data, tree, code)
+    marked = whole and _MARKER_WORD.search(code) is not None  # a marker in code, not only in prose
+    whole = whole and _whole(data, tree, code, marked)
     lines = _NEWLINE.split(code)
     units: list[Unit] = []
     _collect(tree.body, lines, units)
     for unit in units:
-        unit.source = whole or not seeds.isdisjoint(unit.words)
+        # in a file not analysed whole, a unit naming a marker is a source: `spmd.reinterpret(...)` through a
+        # module that re-exports spmd_types under another name
+        unit.source = whole or not seeds.isdisjoint(unit.words) or (marked and _names_marker(unit.words))
     imports, star = _imports(tree.body, module)
     cuts = comment_cuts(tree, text) if for_cache else None
     shallow = guard.shallow(tree, data)
@@ -304,13 +312,18 @@ def scan(path: str, data: bytes, seeds: frozenset[str], exists=os.path.exists, f
     return FileScan(path, whole, units, module.name, imports, star, cuts=cuts, shallow=shallow, statements=table)
 
 
-def _whole(data: bytes, tree: ast.Module, code: str) -> bool:
+def _whole(data: bytes, tree: ast.Module, code: str, in_code: bool) -> bool:
     """Whether a file holding a marker is analysed whole (every unit a source): a comment holds a file setting
     or names a code, its code (not its prose) names `Annotated`, or it imports the spmd_types API or
     spmdcheck's annotations (a module or name `spmd_types...` or `spmdcheck`), whose names the seeds leave
     out. Prose about SPMD and names that only hold the word (`spmd_mesh`, `torch_xla.distributed.spmd`) are
-    not markers: the taint decides such a file."""
-    if _SETTING_OR_CODE.search(data) or _ANNOTATED.search(code):
+    not markers: the taint decides such a file. `in_code`: a marker is in its code, not only in comments and
+    docstrings."""
+    if _SETTING_OR_CODE.search(data):
+        return True
+    if not in_code:
+        return False
+    if _ANNOTATED.search(code):
         return True
     for node in _import_statements(tree.body):
         paths = [alias.name for alias in node.names]

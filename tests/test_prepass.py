@@ -207,13 +207,25 @@ def test_marker_files_are_analysed_whole():
     "text",
     [
         '"""Annotated modules are wrapped; SPMD is a style."""\ndef f(x):\n    return x\n',
-        "def f(state):\n    return state.spmd_mesh\n",
-        "def f(x):\n    from torch_xla.distributed.spmd import mark\n    return mark(x)\n",
         "# the spmd mesh, Annotated\ndef f(x):\n    return x\n",
     ],
 )
-def test_prose_and_names_holding_a_marker_do_not_make_a_file_whole(text: str) -> None:
+def test_prose_holding_a_marker_is_no_marker(text: str) -> None:
     assert _plan(text).skip
+
+
+@pytest.mark.parametrize(
+    "named",
+    ["return state.spmd_mesh", "from torch_xla.distributed.spmd import mark\n    return mark(state)"],
+)
+def test_a_name_holding_a_marker_makes_its_unit_a_source_not_its_file_whole(named: str) -> None:
+    """(`spmd.reinterpret(...)` through a module re-exporting spmd_types under another name is such a unit.)"""
+    text = f"def f(state):\n    {named}\n\n\ndef g(x):\n    return x + 1\n"
+    plan = _plan(text)
+    assert not plan.skip and plan != prepass.Plan(False)  # checked, but not whole
+    lines = text.splitlines()
+    blanked = {n for start, end in plan.blank for n in range(start, end + 1)}
+    assert lines.index("    return x + 1") + 1 in blanked
 
 
 def test_blanking_keeps_every_line_and_ending():
