@@ -230,3 +230,25 @@ def test_preview_rule_runs_only_when_asked(project, flags, expected):
     proc = run(["check", "--output-format", "json", *flags, "rank.py"], project)
     lines = [d["line"] for d in json.loads(proc.stdout)["diagnostics"] if d["code"] == "SPMD502"]
     assert lines == expected, proc.stdout
+
+
+def test_the_whole_report_reaches_a_pipe_and_a_reader_that_leaves_early_costs_no_traceback(project):
+    """The command leaves with `os._exit` (cli.run), which flushes nothing at exit: the whole report must still
+    reach a pipe, and a reader that closed the pipe early is not an error."""
+    for i in range(40):
+        (project / f"m{i}.py").write_text(BUGGY)
+    whole = run(["check", ".", "--no-cache", "-j1"], project)
+    assert whole.stdout.count("SPMD101") == 40, whole.stdout[-300:]
+    assert whole.stdout.rstrip().endswith("(checked 40 file(s))."), whole.stdout[-300:]  # the summary: last
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "spmdcheck", "check", ".", "--no-cache", "-j1"],
+        cwd=project,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.read(10)
+    proc.stdout.close()  # the reader leaves after 10 bytes
+    err = proc.stderr.read().decode()
+    proc.wait(timeout=120)
+    assert "Traceback" not in err, err
