@@ -187,6 +187,7 @@ class Recorder:
     top_units: list = field(default_factory=list)
     writers: list[tuple] = field(default_factory=list)
     checked: list[tuple] = field(default_factory=list)
+    writes: list = field(default_factory=list)  # [writer key, what it wrote] (analysis/writes.py)
     parsed: int = 0  # the files the run parsed (a selective run defers the others: see analysis/program.py)
 
 
@@ -337,6 +338,13 @@ def _check_sources(
             writers |= set(selective.old.writers) - set(log.order)
             checked |= set(selective.old.checked) - set(log.order)
         recorder.writers, recorder.checked = sorted(writers, key=str), sorted(checked, key=str)
+        written = {key: [list(w) if w is not None else None for w in ws] for key, ws in log.writes.items()}
+        if selective is not None:  # a writer that did not run wrote as it did
+            ran_now = set(log.order)
+            for key, ws in incremental.writes_of(selective.old.writes).items():
+                if key not in ran_now:
+                    written.setdefault(key, [list(w) if w is not None else None for w in ws])
+        recorder.writes = [[list(key), ws] for key, ws in sorted(written.items(), key=lambda kv: str(kv[0]))]
         if selective is not None and part is not None:
             # a part of the top levels ran: the top level's diagnostics are the recorded ones (an edit inside
             # bodies) or this run's (outside: the recorded top level had none); what it ran and reused, both
@@ -644,6 +652,8 @@ def check_program_recorded(
                 # a root or a top level that wrote what it did not write before: what reads it is unknown
                 new_writer = bool(set(recorder.writers) - set(old.writers))
                 new_writer |= bool(set(recorder.top_writers) - set(old.top_writers))
+                # a writer that wrote otherwise than before: the roots that read it did not run again
+                new_writer |= incremental.writes_of(recorder.writes) != incremental.writes_of(old.writes)
                 if not new_writer and not _failed(results):
                     plan: incremental.Selective = selective  # type: ignore[assignment]
                     tops = f"{recorder.parsed} of {len(files)}" if plan.top_only is not None else "all"
@@ -691,6 +701,7 @@ def _program_record(files: list[LoadedFile], recorder: Recorder) -> dict | None:
         recorder.writers,
         recorder.checked,
         [list(u) for u in recorder.top_units],
+        recorder.writes,
     ).plain()
 
 

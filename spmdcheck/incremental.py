@@ -33,7 +33,7 @@ from typing import Any
 from spmdcheck import prepass
 from spmdcheck.analysis.roots import ELIDED, NAME_UNIT, TOP, descends, parent
 
-RECORD_VERSION = 9
+RECORD_VERSION = 10
 _LINE_END = re.compile(r"(\r\n|\r|\n)")
 
 
@@ -154,6 +154,7 @@ class ProgramRecord:
     writers: list[tuple] = field(default_factory=list)  # the roots that wrote state later roots read
     checked: list[tuple] = field(default_factory=list)  # the roots whose function counts as checked
     top_units: list[tuple] = field(default_factory=list)  # the body of each top-level root (0, k) (roots.py)
+    writes: list = field(default_factory=list)  # [writer key, what it wrote] (analysis/writes.py)
 
     def plain(self) -> dict:
         return {
@@ -173,6 +174,7 @@ class ProgramRecord:
             "writers": [list(k) for k in self.writers],
             "checked": [list(k) for k in self.checked],
             "top_units": [list(u) for u in self.top_units],
+            "writes": self.writes,
         }
 
     @classmethod
@@ -203,9 +205,29 @@ class ProgramRecord:
                 [tuple(k) for k in data["writers"]],
                 [tuple(k) for k in data["checked"]],
                 [(int(a), int(b)) for a, b in data["top_units"]],
+                list(data["writes"]),
             )
         except (AttributeError, KeyError, TypeError, ValueError):
             return None
+
+
+def writes_of(plain: Iterable) -> dict[tuple, list]:
+    """A record's `writes` (or a run's), keyed by writer, each write as a tuple: what two runs compare."""
+    out: dict[tuple, list] = {}
+    for key, written in plain:
+        out[tuple(key)] = [tuple(w) if w is not None else None for w in written]
+    return out
+
+
+def described_writes(record: ProgramRecord, reached: set[tuple]) -> bool:
+    """Whether every write of the writers an edit reached is described (none holds an unknown part): a
+    selective run can then tell whether they wrote the same again."""
+    known = writes_of(record.writes)
+    for writer in reached:
+        written = known.get(tuple(writer))
+        if not written or any(w is None or any(part is None for part in w) for w in written):
+            return False
+    return True
 
 
 def _plain_units(units: Iterable[tuple]) -> list:
@@ -365,8 +387,9 @@ def plan_selective(
     # The writers run again too (in queue order, with the affected roots): they rebuild the state the roots after
     # them read. One the edit reaches may write otherwise: only the whole program knows what reads it then.
     writers = set(record.writers)
-    if writers & affected or any(descends(w, affected) for w in writers):
-        return None
+    reached = {w for w in writers if w in affected or descends(w, affected)}
+    if reached and not described_writes(record, reached):
+        return None  # (with every write described, the run stands if each writer writes as before: api.py)
     for writer in writers:
         node: tuple | None = writer
         while node is not None:  # a nested writer runs when the root that queues it runs

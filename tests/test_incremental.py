@@ -421,6 +421,24 @@ def test_a_program_whose_checks_attach_contracts_reruns_its_writers(tmp_path: pa
     assert any(outcomes), outcomes
 
 
+def test_an_edit_reaching_a_writer_stands_when_the_writer_writes_as_before(tmp_path: pathlib.Path) -> None:
+    """A writer's body edited: the selective run re-runs it and keeps its result when it attached the same
+    contracts (analysis/writes.py); one that attaches another contract ends it, and the whole program runs."""
+    fixture = ROOT / "fixtures" / "torchtitan_style" / "config_fields_ok.py"
+    (tmp_path / "m.py").write_text(fixture.read_text())
+    check(tmp_path)
+    writer_line = "    feed_forward_cfg.w2.sharding_config = rowwise_config()\n"
+    trace = edited(tmp_path, "m.py", writer_line, writer_line + "    _unrelated = 1\n")
+    assert "selective: " in trace and "abandoned" not in trace, trace
+    trace = edited(
+        tmp_path,
+        "m.py",
+        "    feed_forward_cfg.w1.sharding_config = colwise_config()",
+        "    feed_forward_cfg.w1.sharding_config = rowwise_config()",
+    )
+    assert "selective run abandoned (a writer)" in trace and "whole program" in trace, trace
+
+
 def _body_edits(root: pathlib.Path, count: int, seed: int) -> list[tuple[pathlib.Path, str]]:
     """Deterministic edits inside function bodies: a statement inserted, duplicated or replaced."""
     rng = random.Random(seed)
@@ -637,6 +655,12 @@ def test_plan_refuses_edited_writers_and_edits_outside_bodies_it_cannot_bound() 
     plan = incremental.plan_selective(record, ["m.py"], [_outline(edited)[0]], [edited])
     assert plan is not None and plan.run_only == {(0, 0), (0, 1)} and plan.top_only is None
     edited = SOURCE.replace("return 2", "return 4")
+    assert incremental.plan_selective(record, ["m.py"], [_outline(edited)[0]], [edited]) is None
+    # ... or every write of the writer it reaches is described: the run then checks they are the same (api.py)
+    record.writes = [[[0, 1], [["slot", "m.py:Block.Config.w1", "contract(...)"]]]]
+    plan = incremental.plan_selective(record, ["m.py"], [_outline(edited)[0]], [edited])
+    assert plan is not None and (0, 1) in plan.run_only
+    record.writes = [[[0, 1], [["slot", None, "contract(...)"]]]]
     assert incremental.plan_selective(record, ["m.py"], [_outline(edited)[0]], [edited]) is None
 
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from spmdcheck.analysis import comms
+from spmdcheck.analysis import comms, writes
 from spmdcheck.analysis.binding import Arg, bind
 from spmdcheck.analysis.findings import Finding
 from spmdcheck.analysis.typeexpr import TypeExprError, is_opaque_axis, merge_type_dicts, type_dict
@@ -226,8 +226,8 @@ def attach(interp: Interpreter, owner: Value, attr: str, value: Value) -> None:
     if contracts.get(id(module)) == value:
         return
     contracts[id(module)] = value
-    if interp.log is not None:
-        interp.log.wrote_shared()  # every root checked later sees the contract
+    if interp.log is not None:  # every root checked later sees the contract
+        interp.log.wrote_shared(("contract", writes.class_name(module), writes.describe(value)))
     forward = module.lookup("forward")
     if isinstance(forward, FunctionValue) and id(forward.node) in interp.checked_nodes:
         # already checked without its contract: check it again, now that the contract is known
@@ -422,6 +422,7 @@ class ConfigSlots:
     modules: dict[int, tuple[InstanceValue, InstanceValue]] = _dc_field(default_factory=dict)  # config -> module
     builders: frozenset[str] | None = None
     version: int = 0  # counts the contracts attached to slots: a call summarised before one attached is stale
+    classes: dict[int, ClassValue] = _dc_field(default_factory=dict)  # id(class) -> class, for slots' names
 
 
 def _slots(interp: Interpreter) -> ConfigSlots:
@@ -563,6 +564,8 @@ def config_field(interp: Interpreter, base: InstanceValue, attr: str) -> Value |
     # the field's path from a config object known by its class: `layer_cfg.feed_forward.w1` is not the `w1`
     # of an MoE's shared experts, though both are `FeedForward.Config.w1`
     parent = state.slot_of.get(id(base))
+    if parent is None:
+        state.classes[id(base.cls)] = base.cls
     slot = (parent if parent is not None else id(base.cls), attr)
     narrowed = state.narrowed.get(slot)
     if isinstance(narrowed, ClassValue):
@@ -590,6 +593,13 @@ def config_field(interp: Interpreter, base: InstanceValue, attr: str) -> Value |
     return child
 
 
+def _slot_name(state: ConfigSlots, slot: Slot) -> str | None:
+    """A slot as text, the same in every run: its class's name and the path of field names."""
+    parent, attr = slot
+    base = _slot_name(state, parent) if isinstance(parent, tuple) else writes.class_name(state.classes.get(parent))
+    return None if base is None else f"{base}.{attr}"
+
+
 def narrow_config(interp: Interpreter, test: cst.BaseExpression) -> None:
     """`assert isinstance(cfg, Sub.Config)` on a config object of a typed field whose annotation names a base
     class: the field holds a `Sub.Config`, and the module built from it is a `Sub`. A field narrowed to two
@@ -608,7 +618,8 @@ def narrow_config(interp: Interpreter, test: cst.BaseExpression) -> None:
         return
     state.narrowed[slot] = cls if have is None else _AMBIGUOUS
     if interp.log is not None:
-        interp.log.wrote_shared()
+        narrowed = writes.class_name(cls) if have is None else "ambiguous"
+        interp.log.wrote_shared(("narrow", _slot_name(state, slot), narrowed))
     if have is None:
         obj.cls = cls  # type: ignore[union-attr]
     # modules already built from this slot were built from the annotation's class: build them again
@@ -631,7 +642,8 @@ def _attach_slot(interp: Interpreter, owner: InstanceValue, value: ContractValue
     state.contracts[slot] = value if have is None else _AMBIGUOUS
     state.version += 1
     if interp.log is not None:
-        interp.log.wrote_shared()
+        attached = writes.describe(value) if have is None else "ambiguous"
+        interp.log.wrote_shared(("slot", _slot_name(state, slot), attached))
     # modules already checked with an object built from this slot: check their forward again
     for built in list(interp._instances.values()):
         if _holds(state, built, slot):

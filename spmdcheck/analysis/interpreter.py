@@ -1015,7 +1015,8 @@ class Interpreter:
         elif value.kind == "mesh" and isinstance(value.payload, MeshValue):
             self.mesh = value.payload.axes
             if self.log is not None and not self.ctx.known_axes.issuperset(value.payload.axes):
-                self.log.wrote_shared()  # axis names valid in the file from now on, for every later root
+                # axis names valid in the file from now on, for every later root
+                self.log.wrote_shared(("axes", self.ctx.path, " ".join(sorted(value.payload.axes))))
             self.ctx.known_axes.update(value.payload.axes)
         elif value.kind == "no_typecheck":
             self.checking = False

@@ -78,6 +78,7 @@ class RootLog:
         self._queued: dict[tuple, int] = {}  # root -> nested functions it queued so far
         self._top_queued = 0
         self.writers: set[tuple] = set()  # the roots that wrote state later roots read (see the module docstring)
+        self.writes: dict[tuple, list] = {}  # writer -> what it wrote, in order (analysis/writes.py), None: unknown
         self.checked: set[tuple] = set()  # the roots whose function counts as checked (a contract re-queues it)
         self.recorded_checked: frozenset[tuple] = frozenset()  # a selective run: `checked` of the recorded run
         self._first_key: dict[int, tuple] = {}  # id(function node) -> the key of its first check
@@ -204,9 +205,12 @@ class RootLog:
     def found(self, finding: object) -> None:
         self.records[self.current].findings.append(finding)
 
-    def wrote_shared(self) -> None:
+    def wrote_shared(self, what: tuple | None = None) -> None:
+        """The running root changed state later roots read; `what` describes it the same in every run
+        (analysis/writes.py; None: it cannot be described)."""
         if self.current != TOP:
             self.writers.add(self.current)
+            self.writes.setdefault(self.current, []).append(what)
         else:
             self.top_wrote()
 

@@ -65,7 +65,7 @@ def _mesh_factory(a: Analysis, rule: OpRule, bound: Bound, args: list[Arg], node
     if isinstance(names, tuple) and all(isinstance(n, str) for n in names):
         log = a.ctx.program.log
         if log is not None and not a.ctx.known_axes.issuperset(names):
-            log.wrote_shared()  # axis names valid in the file from now on, for every later root
+            log.wrote_shared(("axes", a.ctx.path, " ".join(sorted(names))))  # valid in the file from now on
         a.ctx.known_axes.update(names)
         return MeshValue(names)
     return UNKNOWN
