@@ -45,7 +45,8 @@ def describe(value: object) -> str | None:
     if isinstance(value, Literal):
         return f"lit:{value.value!r}"
     if isinstance(value, TypeValue):
-        return f"type:{value.type}"
+        # str() names kind and shard dim; a pending sum's contraction site it leaves out: not followed
+        return f"type:{value.type}" if value.type.pending is None else None
     if isinstance(value, Unknown):
         return "unknown"
     if isinstance(value, LayoutValue):
