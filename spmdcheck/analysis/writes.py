@@ -23,6 +23,7 @@ from spmdcheck.analysis.values import (
     Unknown,
 )
 
+_PLAIN = (bool, int, float, complex, str, bytes)  # constants whose repr is the same in every run
 Write = tuple  # ("axes" | "contract" | "narrow" | "slot", where, what): strings, or None where unknown
 
 
@@ -43,7 +44,8 @@ def class_name(cls: object) -> str | None:
 def describe(value: object) -> str | None:
     """A value's structure as text, the same in every run; None for what this does not follow."""
     if isinstance(value, Literal):
-        return f"lit:{value.value!r}"
+        plain = value.value is None or value.value is Ellipsis or type(value.value) in _PLAIN
+        return f"lit:{type(value).__name__}:{value.value!r}" if plain else None
     if isinstance(value, TypeValue):
         # str() names kind and shard dim; a pending sum's contraction site it leaves out: not followed
         return f"type:{value.type}" if value.type.pending is None else None
