@@ -24,7 +24,6 @@ from spmdcheck.analysis.values import (
 )
 
 _PLAIN = (bool, int, float, complex, str, bytes)  # constants whose repr is the same in every run
-Write = tuple  # ("axes" | "contract" | "narrow" | "slot", where, what): strings, or None where unknown
 
 
 def class_name(cls: object) -> str | None:
