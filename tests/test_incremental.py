@@ -12,6 +12,7 @@ import random
 import shutil
 import subprocess
 import textwrap
+from collections.abc import Iterator
 
 import pytest
 from cli_helpers import REDUCING_LAYERS, run
@@ -439,18 +440,26 @@ def test_an_edit_reaching_a_writer_stands_when_the_writer_writes_as_before(tmp_p
     assert "selective run abandoned (a writer)" in trace and "whole program" in trace, trace
 
 
-def _body_edits(root: pathlib.Path, count: int, seed: int) -> list[tuple[pathlib.Path, str]]:
-    """Deterministic edits inside function bodies: a statement inserted, duplicated or replaced."""
-    rng = random.Random(seed)
+def _random_files(root: pathlib.Path, rng: random.Random) -> Iterator[tuple[pathlib.Path, str, ast.Module]]:
+    """Python files of `root` drawn at random, without end, with their text and syntax tree (those that parse)."""
     files = sorted(p for p in root.rglob("*.py") if ".spmdcheck_cache" not in p.parts)
-    edits = []
-    while len(edits) < count:
+    while True:
         path = rng.choice(files)
         text = path.read_text()
         try:
             tree = ast.parse(text)
         except SyntaxError:
             continue
+        yield path, text, tree
+
+
+def _body_edits(root: pathlib.Path, count: int, seed: int) -> list[tuple[pathlib.Path, str]]:
+    """Deterministic edits inside function bodies: a statement inserted, duplicated or replaced."""
+    rng = random.Random(seed)
+    edits = []
+    for path, text, tree in _random_files(root, rng):
+        if len(edits) == count:
+            break
         defs = [
             d
             for d in ast.walk(tree)
@@ -492,15 +501,10 @@ def _module_level_edits(root: pathlib.Path, count: int, seed: int) -> list[tuple
     function's name to None), a statement emptied, a class attribute added, a parameter added to a function's
     header, a statement that calls something."""
     rng = random.Random(seed)
-    files = sorted(p for p in root.rglob("*.py") if ".spmdcheck_cache" not in p.parts)
     edits: list[tuple[pathlib.Path, str]] = []
-    while len(edits) < count:
-        path = rng.choice(files)
-        text = path.read_text()
-        try:
-            tree = ast.parse(text)
-        except SyntaxError:
-            continue
+    for path, text, tree in _random_files(root, rng):
+        if len(edits) == count:
+            break
         if not tree.body:
             continue
         lines = text.splitlines(keepends=True)
