@@ -484,18 +484,6 @@ def _body_edits(root: pathlib.Path, count: int, seed: int) -> list[tuple[pathlib
     return edits
 
 
-def test_random_body_edits_of_the_fixtures_match_fresh_runs(tmp_path: pathlib.Path) -> None:
-    """The differential test: edit bodies of the fixture programs one after another; after each, the warm
-    (mostly selective) run equals a cold one."""
-    shutil.copytree(ROOT / "fixtures", tmp_path / "fixtures")
-    check(tmp_path)
-    selective = 0
-    for path, text in _body_edits(tmp_path / "fixtures", 12, seed=5):
-        path.write_text(text)
-        selective += "selective" in same_as_fresh(tmp_path)
-    assert selective >= 4, selective
-
-
 def _module_level_edits(root: pathlib.Path, count: int, seed: int) -> list[tuple[pathlib.Path, str]]:
     """Deterministic edits outside bodies, pure and not: a new name bound, a name bound again to another value (a
     function's name to None), a statement emptied, a class attribute added, a parameter added to a function's
@@ -564,13 +552,16 @@ def _module_level_edits(root: pathlib.Path, count: int, seed: int) -> list[tuple
     return edits
 
 
-def test_random_module_level_edits_of_the_fixtures_match_fresh_runs(tmp_path: pathlib.Path) -> None:
-    """The differential test outside bodies: after each edit (a pure statement runs the roots that read its names,
-    another the roots that ran code of its file or of an importer), the warm run equals a cold one."""
+@pytest.mark.parametrize(("edits", "seed"), [("bodies", 5), ("module_level", 8)])
+def test_random_edits_of_the_fixtures_match_fresh_runs(tmp_path: pathlib.Path, edits: str, seed: int) -> None:
+    """The differential test: edit the fixture programs one after another, inside bodies or outside them (a pure
+    statement runs the roots that read its names, another the roots that ran code of its file or of an
+    importer); after each, the warm (mostly selective) run equals a cold one."""
+    make = _body_edits if edits == "bodies" else _module_level_edits
     shutil.copytree(ROOT / "fixtures", tmp_path / "fixtures")
     check(tmp_path)
     selective = 0
-    for path, text in _module_level_edits(tmp_path / "fixtures", 12, seed=8):
+    for path, text in make(tmp_path / "fixtures", 12, seed=seed):
         path.write_text(text)
         selective += "selective" in same_as_fresh(tmp_path)
     assert selective >= 4, selective
