@@ -338,13 +338,16 @@ def _check_sources(
             writers |= set(selective.old.writers) - set(log.order)
             checked |= set(selective.old.checked) - set(log.order)
         recorder.writers, recorder.checked = sorted(writers, key=str), sorted(checked, key=str)
-        written = {key: [list(w) if w is not None else None for w in ws] for key, ws in log.writes.items()}
+        written = dict(log.writes)
         if selective is not None:  # a writer that did not run wrote as it did
             ran_now = set(log.order)
             for key, ws in incremental.writes_of(selective.old.writes).items():
                 if key not in ran_now:
-                    written.setdefault(key, [list(w) if w is not None else None for w in ws])
-        recorder.writes = [[list(key), ws] for key, ws in sorted(written.items(), key=lambda kv: str(kv[0]))]
+                    written.setdefault(key, ws)
+        recorder.writes = [
+            [list(key), [None if w is None else list(w) for w in ws]]
+            for key, ws in sorted(written.items(), key=lambda kv: str(kv[0]))
+        ]
         if selective is not None and part is not None:
             # a part of the top levels ran: the top level's diagnostics are the recorded ones (an edit inside
             # bodies) or this run's (outside: the recorded top level had none); what it ran and reused, both

@@ -17,7 +17,7 @@ import libcst as cst
 from spmdcheck.analysis import budget, calls, contracts, spmd_api
 from spmdcheck.analysis.context import FileContext
 from spmdcheck.analysis.findings import Finding
-from spmdcheck.analysis.loopreads import exposed_reads
+from spmdcheck.analysis.loopreads import attr_path, exposed_reads
 from spmdcheck.analysis.roots import RootLog
 from spmdcheck.analysis.values import (
     NONE,
@@ -1059,7 +1059,7 @@ class Interpreter:
                 if self.ctx.observed:  # the binding's name is the target's source text: made only when watched
                     self.ctx.bound(self.ctx.code_of(target), value, target)
                 return
-            key = _attr_path(target)
+            key = attr_path(target)
             if key is not None:
                 self.frame.env[key] = value
                 self.ctx.bound(key, value, target)
@@ -1103,7 +1103,7 @@ class Interpreter:
             if isinstance(owner, InstanceValue):
                 self.set_attr(owner, node.attr.value, value)
                 return
-            key = _attr_path(node)
+            key = attr_path(node)
             if key is not None:
                 self.frame.env[key] = value
 
@@ -1174,7 +1174,7 @@ class Interpreter:
         return value
 
     def eval_Attribute(self, node: cst.Attribute) -> Value:
-        key = _attr_path(node)
+        key = attr_path(node)
         if key is not None and key in self.frame.env:
             return self.frame.env[key]
         base = self.eval(node.value)
@@ -1583,18 +1583,6 @@ def _walk_statements(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
             yield from _walk_statements(stmt)
 
 
-def _attr_path(node: cst.BaseExpression) -> str | None:
-    """`self.weight` -> "self.weight": attribute chains on names are tracked as variables."""
-    parts: list[str] = []
-    while type(node) is cst.Attribute:  # exact types: see `exec_stmt`
-        parts.append(node.attr.value)
-        node = node.value
-    if type(node) is cst.Name:
-        parts.append(node.value)
-        return ".".join(reversed(parts))
-    return None
-
-
 _FOLDABLE = {
     cst.Equal: lambda a, b: a == b,
     cst.NotEqual: lambda a, b: a != b,
@@ -1690,7 +1678,7 @@ def _target_key(node: cst.CSTNode | None) -> str | None:
     if isinstance(node, cst.Name):
         return node.value
     if isinstance(node, cst.Attribute):
-        return _attr_path(node)
+        return attr_path(node)
     return None
 
 

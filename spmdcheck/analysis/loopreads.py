@@ -187,7 +187,7 @@ def _define(target: cst.CSTNode, defined: set[str], exposed: set[str]) -> None:
         _define(target.value, defined, exposed)  # type: ignore[attr-defined]
     elif kind is cst.Attribute:
         _read(target.value, defined, exposed)  # type: ignore[attr-defined]
-        path = _path(target)
+        path = attr_path(target)
         if path is not None:
             defined.add(path)
     else:  # a subscript: its value and index are read
@@ -207,7 +207,7 @@ def _read(node: cst.CSTNode | None, defined: set[str], exposed: set[str]) -> Non
                 exposed.add(item.value)
             continue
         if kind is cst.Attribute:
-            path = _path(item)
+            path = attr_path(item)
             if path is not None:
                 parts = path.split(".")
                 for end in range(1, len(parts) + 1):
@@ -234,8 +234,9 @@ def _node_fields(kind: type) -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(kind) if not f.name.startswith(_LAYOUT_FIELDS))
 
 
-def _path(node: cst.CSTNode) -> str | None:
-    """`a.b.c` for an attribute chain on a name, else None."""
+def attr_path(node: cst.CSTNode) -> str | None:
+    """`a.b.c` for an attribute chain on a name, else None: the interpreter keeps such chains as variables
+    (`self.weight` when `self` is no object it models)."""
     parts: list[str] = []
     while type(node) is cst.Attribute:
         parts.append(node.attr.value)  # type: ignore[attr-defined]
