@@ -327,6 +327,7 @@ def measure(
     originals = {rel: (trees[0] / rel).read_bytes() for rel in {median, checked}}
     try:
         for rep in range(args.repeat):
+            print(f"vs_mypy: repetition {rep + 1} of {args.repeat}", file=sys.stderr, flush=True)
             for group in groups:
                 if group.edit is not None:
                     group.edit()
