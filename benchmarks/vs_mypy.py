@@ -221,16 +221,18 @@ def spread(values: list[float]) -> str:
 def report(groups: list[Group]) -> None:
     """Per group: each tool's wall and CPU, median (min-max), with ratios to the group's mypy row and, for a
     second checkout, to the first."""
+    width = max(len(t.label) for group in groups for t in group.tools)
     for group in groups:
         rows = [t for t in group.tools if t.runs]
         mypy = next((t for t in rows if t.kind == "mypy"), None)
         first = next((t for t in rows if t.kind == "spmdcheck"), None)
         print(f"\n{group.title}")
-        print(f"  {'':<34} {'wall s med (min-max)':>22} {'cpu s med (min-max)':>22} {'wall/mypy':>9} {'cpu/mypy':>8}")
+        heads = f"{'wall s med (min-max)':>22} {'cpu s med (min-max)':>22} {'wall/mypy':>9} {'cpu/mypy':>8}"
+        print(f"  {'':<{width}} {heads}")
         for tool in rows:
             wall = [w for w, _ in tool.runs]
             cpu = [c for _, c in tool.runs]
-            line = f"  {tool.label:<34} {spread(wall):>22} {spread(cpu):>22}"
+            line = f"  {tool.label:<{width}} {spread(wall):>22} {spread(cpu):>22}"
             if mypy is not None and tool is not mypy:
                 line += f" {statistics.median(wall) / statistics.median(w for w, _ in mypy.runs):9.2f}"
                 line += f" {statistics.median(cpu) / statistics.median(c for _, c in mypy.runs):8.2f}"
