@@ -161,17 +161,15 @@ def checkout_env(root: pathlib.Path, base: dict[str, str], cwd: pathlib.Path) ->
 
 def run_timed(tool: Tool) -> tuple[float, float]:
     """(wall, cpu) of one run; cpu is user+sys of the command and of every process it waited for."""
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(tool.argv, cwd=tool.cwd, env=tool.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    # stderr is read only after the exit: a command that fills the pipe would stall; none of these writes much
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - t0
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    err = proc.stderr.read() if proc.stderr else b""
-    if proc.stderr:
-        proc.stderr.close()
+    with tempfile.TemporaryFile() as err:  # a file, not a pipe: read after the exit, it can never fill and stall
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(tool.argv, cwd=tool.cwd, env=tool.env, stdout=subprocess.DEVNULL, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        err.seek(0)
+        tail = err.read()[-4000:].decode(errors="replace").strip()
     if proc.returncode not in (0, 1):  # 0 clean, 1 findings; anything else did not do the work being timed
-        tail = err.decode(errors="replace").strip()[-2000:]
         sys.exit(f"vs_mypy: `{shlex.join(tool.argv)}` ({tool.label}) in {tool.cwd} exited {proc.returncode}:\n{tail}")
     return wall, usage.ru_utime + usage.ru_stime
 
