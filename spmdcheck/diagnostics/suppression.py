@@ -17,6 +17,7 @@ import re
 import tokenize
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Literal
 
 from spmdcheck.diagnostics.codes import lookup
 from spmdcheck.diagnostics.render import Diagnostic, SuggestionOut, diagnostic_of
@@ -221,6 +222,7 @@ def _unused(path: str, s: Suppression, lines: list[str], enabled: Callable[[str]
     unknown = tuple(i for i in unused if i != "(every code)" and lookup(i) is None)
     whole_file = s.kind == "ignore-file"
     line_text = lines[s.line - 1]
+    removal: Literal["line", "comment", "directive"]
     if keep:
         replacement, span = s.spelled(keep), (s.line, s.start + 1, s.line, s.end + 1)
         removal = "directive"
