@@ -478,3 +478,13 @@ def test_the_check_sees_a_message_written_at_the_site():
 
 def test_converted_files_exist():
     assert all(isinstance(p, str) and pathlib.Path(ROOT / p).is_file() for p in CONVERTED)
+
+
+def test_a_finding_in_library_code_moves_to_the_users_call_with_its_words():
+    inner = Finding.of(UnknownAxis("tq", ("tp",)), cst.Name("x"))
+    inner.severity = "warning"
+    call = cst.Call(cst.Name("helper"))
+    origin = object()
+    moved = inner.at_library_call(call, "helper", origin)
+    assert (moved.code, moved.node, moved.origin, moved.severity) == ("SPMD003", call, origin, "warning")
+    assert moved.message == "in library code `helper`: unknown mesh axis 'tq'; the mesh in scope has tp"
