@@ -18,7 +18,6 @@ from spmdcheck.analysis.findings import Finding
 from spmdcheck.diagnostics.codes import CODES
 from spmdcheck.diagnostics.render import diagnostic_of
 from spmdcheck.diagnostics.violation import Violation
-from spmdcheck.diagnostics.violations import ALL, BY_CODE, violation_class
 from spmdcheck.diagnostics.violations.collectives import (
     CollectiveSrcMismatch,
     CollectiveUntyped,
@@ -64,6 +63,7 @@ from spmdcheck.diagnostics.violations.inputs import (
 )
 from spmdcheck.diagnostics.violations.notes import RevealType
 from spmdcheck.diagnostics.violations.pending import PendingSumMisuse, ReducedLocalMean
+from spmdcheck.diagnostics.violations.registry import ALL, BY_CODE, violation_class
 from spmdcheck.lattice import AxisType, Kind, P, R, Rule, S, V
 
 PAGES = ROOT / "spmdcheck" / "diagnostics" / "pages"
