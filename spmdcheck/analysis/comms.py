@@ -19,6 +19,17 @@ from spmdcheck.analysis.values import (
     TypeValue,
     Value,
 )
+from spmdcheck.diagnostics.violations.collectives import (
+    CollectiveSrcMismatch,
+    CollectiveUntyped,
+    DoubleReduction,
+    ExpertModeRequired,
+    ForbiddenTransition,
+    RawCollectiveOnAutogradPath,
+    WrongShardDim,
+)
+from spmdcheck.diagnostics.violations.inputs import MalformedAnnotation, UnknownAxis
+from spmdcheck.diagnostics.violations.pending import PendingSumMisuse, ReducedLocalMean
 from spmdcheck.lattice import AxisType, GradState, Kind, SpmdType
 from spmdcheck.rules.model import (
     CollectiveRule,
@@ -52,9 +63,7 @@ def resolve_axis(interp: Analysis, value: Value | None, node: cst.CSTNode | None
             # project's mesh does not list: the user wrote no axis name to correct, so it is unknown
             return None
         where = node if node is not None else value
-        interp.report(
-            Finding("SPMD003", where, f"unknown mesh axis {name!r}; the mesh in scope has {', '.join(sorted(known))}")
-        )
+        interp.report(Finding.of(UnknownAxis(name, tuple(known)), where))
         return None
     return name
 
@@ -88,13 +97,8 @@ def apply_collective(interp: Analysis, rule: OpRule, bound: Bound, node: cst.CST
     api = coll.op
     for name, value in (("src", src), ("dst", dst)):
         if value is None and _given_but_not_a_type(bound.get(name)):
-            interp.report(
-                Finding(
-                    "SPMD002",
-                    bound.node(name) or node,
-                    f"`{api}`: {name}= must be R, I, V, P or S(d) (a bare `S` needs its dim)",
-                )
-            )
+            violation = MalformedAnnotation("bad-type-argument", api=api, param=name)
+            interp.report(Finding.of(violation, bound.node(name) or node))
     if src is None or dst is None:
         return _untyped_like(x)
     if not _transition_ok(interp, coll, src, dst, expert, node, api):
@@ -125,17 +129,20 @@ def _transition_ok(
 ) -> bool:
     s, d = letter(src), letter(dst)
     if coll.family == "collective":
-        bad = []
         varying_for_partial = coll.implicit_partial and "P" in coll.src and s in ("V", "S")
-        if coll.src and s not in coll.src and not varying_for_partial:
-            bad.append(f"src={src} (allowed: {', '.join(sorted(coll.src))})")
-        if coll.dst and d not in coll.dst:
-            bad.append(f"dst={dst} (allowed: {', '.join(sorted(coll.dst))})")
-        if bad:
-            hint = ""
-            if api in REDUCING and s in ("R", "I"):
-                hint = "; reducing a value that is already the same on every rank multiplies it by the axis size"
-            interp.report(Finding("SPMD303", node, f"`{api}` rejects {' and '.join(bad)}{hint}"))
+        src_rejected = bool(coll.src) and s not in coll.src and not varying_for_partial
+        dst_rejected = bool(coll.dst) and d not in coll.dst
+        if src_rejected or dst_rejected:
+            violation = ForbiddenTransition(
+                api,
+                "rejected",
+                src,
+                dst,
+                allowed_src=tuple(coll.src) if src_rejected else None,
+                allowed_dst=tuple(coll.dst) if dst_rejected else None,
+                already_same=api in REDUCING and s in ("R", "I"),
+            )
+            interp.report(Finding.of(violation, node))
             return False
         return True
     pair = Transition(s, d)
@@ -146,17 +153,12 @@ def _transition_ok(
     if pair in coll.expert:
         if expert:
             return True
-        interp.report(
-            Finding(
-                "SPMD304", node, f"`{api}(src={src}, dst={dst})` needs expert_mode=True: {_expert_reason(api, s, d)}"
-            )
-        )
+        interp.report(Finding.of(ExpertModeRequired(api, src, dst), node))
         return False
     if coll.allowed is None or pair in coll.allowed:
         return True
-    hint = coll.forbidden_hints.get(pair)
-    extra = f"; use `{hint}` instead" if hint else ""
-    interp.report(Finding("SPMD303", node, f"`{api}` does not allow src={src} -> dst={dst}{extra}"))
+    violation = ForbiddenTransition(api, "not-allowed", src, dst, use_instead=coll.forbidden_hints.get(pair))
+    interp.report(Finding.of(violation, node))
     return False
 
 
@@ -165,20 +167,6 @@ def _given_but_not_a_type(value: Value | None) -> bool:
     from spmdcheck.analysis.values import Unknown
 
     return value is not None and not isinstance(value, Unknown) and value != Literal(None)
-
-
-def _expert_reason(api: str, s: str, d: str) -> str:
-    reasons = {
-        ("R", "I"): "it makes a Replicate value Invariant, which forward code rarely wants (it is the backward "
-        "of convert(I, P))",
-        ("I", "P"): "it keeps the value on rank 0 only and zeros the others",
-        ("V", "P"): "it places each rank's block into zeros",
-        ("S", "P"): "it places each rank's block into zeros",
-        ("I", "R"): "use convert(x, axis, src=I, dst=R) instead",
-        ("R", "V"): "it declares N copies of one value to be different per rank",
-        ("R", "P"): "it scales the value's meaning by the axis size",
-    }
-    return reasons.get((s, d), f"{api} from {s} to {d} is an expert-only transition")
 
 
 def transition(
@@ -205,13 +193,7 @@ def transition(
     operand = interp.ctx.code_of(x_node) if x_node is not None else "the input"
     if actual is None:
         if interp.ctx.options.strict and not x.opaque:
-            interp.report(
-                Finding(
-                    "SPMD307",
-                    node,
-                    f"`{api}`: `{operand}` has no type on axis {axis!r}; annotate it with assert_type first",
-                )
-            )
+            interp.report(Finding.of(CollectiveUntyped(api, operand, axis), node))
     elif not _check_src(interp, api, x, actual, src, axis, operand, node, implicit_partial, x_node, dst):
         # the mismatch is reported once: what the collective produced is unknown, so nothing cascades
         return TensorValue(SpmdType(), x.grad, None, opaque=True)
@@ -280,30 +262,20 @@ def _check_src(
         ok = True  # 0.3.1: R and I stand for each other on a value that never gets a gradient
     if not ok:
         if s is Kind.P and a in (Kind.R, Kind.I):
-            interp.report(
-                Finding(
-                    "SPMD302",
-                    node,
-                    f"`{api}` expects a Partial on axis {axis!r} but `{operand}` is "
-                    f"{actual}: it is already reduced{_reduced_where(x, axis)}, and reducing again multiplies "
-                    f"it by the axis size",
-                )
-            )
+            reduced_at = next((ref for a, ref in x.reduced_at if a == axis), None)
+            interp.report(Finding.of(DoubleReduction(api, axis, operand, actual, reduced_at), node))
         else:
+            mismatch = CollectiveSrcMismatch(api, src, axis, operand, actual)
             suggestions = []
             if s is Kind.P and a is Kind.V and not implicit_partial:
                 suggestions.append(
                     Suggestion(
-                        "declare the local values as summands first",
+                        mismatch.fix_title,
                         render_fix_call(interp, "reinterpret", operand, axis, "V", "P"),
                         x_node,
                     )
                 )
-            interp.report(
-                Finding(
-                    "SPMD301", node, f"`{api}` expects {src} on axis {axis!r} but `{operand}` is {actual}", suggestions
-                )
-            )
+            interp.report(Finding.of(mismatch, node, suggestions))
         return False
     # the tracked shard dim must be the one the collective names
     if src.shard is not None and actual.kind is Kind.V and actual.shard is not None:
@@ -320,49 +292,18 @@ def _check_src(
                 comparable = True
                 want, have = _norm_shard(src.shard, guess), _norm_shard(actual.shard, guess)
         if comparable and want != have:
-            right = f"S({actual.shard})"
-            interp.report(
-                Finding(
-                    "SPMD305",
-                    node,
-                    f"`{api}` gathers/splits dim {src.shard} (src={src}) but `{operand}` is sharded on dim "
-                    f"{actual.shard} on axis {axis!r}: the blocks would be concatenated along the wrong dim",
-                    [Suggestion(f"use src={right}", type_spelling(interp, right))],
-                )
-            )
+            wrong = WrongShardDim(api, src, operand, actual, axis)
+            fix = Suggestion(wrong.fix_title, type_spelling(interp, wrong.right_src))
+            interp.report(Finding.of(wrong, node, [fix]))
             return False  # reported once: what the wrong concatenation gives is unknown (no cascade)
     discharged = s is Kind.P or api in REDUCING or (dst is not None and dst.kind is Kind.P)
     if actual.is_pending and actual.pending.what == "mean" and api in REDUCING:  # type: ignore[union-attr]
-        interp.report(
-            Finding(
-                "SPMD202",
-                node,
-                f"`{operand}` holds per-rank means over a dim sharded on axis {axis!r} (from {{site:"
-                f"{actual.pending.ref}}}); `{api}` sums them, which is the axis size times the global mean: "  # type: ignore[union-attr]
-                f"take the local sum, reduce it, then divide by the global count",
-            )
-        )
+        interp.report(Finding.of(ReducedLocalMean(operand, axis, actual.pending.ref, api), node))  # type: ignore[union-attr]
     elif actual.is_pending and not discharged:
-        interp.report(
-            Finding(
-                "SPMD201",
-                node,
-                f"`{operand}` is a per-rank partial sum on axis {axis!r} (from the sharded contraction at "
-                f"{{site:{actual.pending.ref}}}) and reaches `{api}` before it is reduced",  # type: ignore[union-attr]
-                [
-                    Suggestion(
-                        "reduce it instead", render_fix_call(interp, "all_reduce", operand, axis, "V", "R"), x_node
-                    )
-                ],
-                severity="warning",
-            )
-        )
+        misuse = PendingSumMisuse(axis, actual.pending.ref, operand, api)  # type: ignore[union-attr]
+        fix = Suggestion(misuse.fix_title, render_fix_call(interp, "all_reduce", operand, axis, "V", "R"), x_node)
+        interp.report(Finding.of(misuse, node, [fix]))
     return True
-
-
-def _reduced_where(x: TensorValue, axis: str) -> str:
-    site = next((ref for a, ref in x.reduced_at if a == axis), None)
-    return f" (by the reduction at {{site:{site}}})" if site is not None else ""
 
 
 def _untyped_like(x: Value | None) -> Value:
@@ -414,27 +355,20 @@ def apply_raw(interp: Analysis, rule: OpRule, bound: Bound, node: cst.CSTNode) -
     cuts_history = isinstance(x, TensorValue) and x.grad is GradState.YES and not x.leaf
     if cuts_history and interp.grad_enabled and not raw.differentiable:
         operand = interp.ctx.code_of(x_node) if x_node is not None else "the input"
+        raw_use = RawCollectiveOnAutogradPath(name, operand)
         suggestions = []
         if axis is not None and "all_reduce" in rule.qualname:
             suggestions.append(
                 Suggestion(
-                    "use the autograd-aware collective",
+                    raw_use.fix_title,
                     render_fix_call(interp, "all_reduce", operand, axis, "P", "R"),
                     None,
                 )
             )
             meg = megatron_spelling(interp, "all_reduce", "P", "I", axis, operand)
             if meg:
-                suggestions.append(Suggestion("Megatron spelling (all-reduce forward, identity backward)", meg, None))
-        interp.report(
-            Finding(
-                "SPMD306",
-                node,
-                f"`{name}` on `{operand}`, which needs grad: raw torch.distributed "
-                f"collectives have no backward, so its gradient is silently wrong",
-                suggestions,
-            )
-        )
+                suggestions.append(Suggestion(RawCollectiveOnAutogradPath.MEGATRON_FIX_TITLE, meg, None))
+        interp.report(Finding.of(raw_use, node, suggestions))
     if not isinstance(x, TensorValue):
         return UNKNOWN
     # R before I: a raw gather's output is most often used per rank (Replicate)
@@ -452,14 +386,8 @@ def apply_raw(interp: Analysis, rule: OpRule, bound: Bound, node: cst.CSTNode) -
         # it is typed by what it does there: used as I it is right, used as R it is reported downstream.
         dst = AxisType(Kind.I)
     if axis is not None and axis not in x.type and interp.ctx.options.strict and not x.opaque:
-        interp.report(
-            Finding(
-                "SPMD307",
-                node,
-                f"`{name}`: `{interp.ctx.code_of(x_node) if x_node else 'the input'}` "
-                f"has no type on axis {axis!r}; annotate it with assert_type first",
-            )
-        )
+        operand = interp.ctx.code_of(x_node) if x_node else "the input"
+        interp.report(Finding.of(CollectiveUntyped(name, operand, axis), node))
     if axis is not None and axis in x.type and "*" not in raw.src:
         actual = x.type[axis]
         if letter(actual) not in raw.src and not (actual.kind is Kind.V and "V" in raw.src):

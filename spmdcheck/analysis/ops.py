@@ -18,6 +18,19 @@ from spmdcheck.analysis.values import (
     TensorValue,
     Value,
 )
+from spmdcheck.diagnostics.violations.inference import (
+    AXIS_RULE_VIOLATIONS,
+    TYPE_CHANGING_WRITES,
+    InplaceTypeChange,
+    MissingAxis,
+    MixedShardLayout,
+    ShardedDimMismatch,
+    TypeChangingWrite,
+    axis_fix_title,
+    megatron_fix_title,
+)
+from spmdcheck.diagnostics.violations.inputs import MalformedEinsum
+from spmdcheck.diagnostics.violations.pending import PendingSumMisuse
 from spmdcheck.lattice import (
     SCALAR,
     AxisError,
@@ -26,7 +39,6 @@ from spmdcheck.lattice import (
     Kind,
     Linearity,
     Operand,
-    Rule,
     Site,
     SpmdType,
     infer_axis,
@@ -37,25 +49,6 @@ from spmdcheck.rules.model import OpRule, ParamRole, Returns
 
 if TYPE_CHECKING:
     from spmdcheck.analysis.context import Analysis
-
-RULE_CODES = {
-    Rule.INVARIANT_MIX: "SPMD102",
-    Rule.PARTIAL_WITH_VARYING: "SPMD103",
-    Rule.PARTIAL_NONLINEAR: "SPMD101",
-    Rule.PARTIAL_AFFINE: "SPMD104",
-    Rule.PARTIAL_SEVERAL_FACTORS: "SPMD105",
-    Rule.PARTIAL_DIVISOR: "SPMD106",
-}
-RULE_TEXT = {
-    Rule.INVARIANT_MIX: "Invariant on axis {axis!r} cannot be mixed with other types: its gradient would not be "
-    "all-reduced",
-    Rule.PARTIAL_WITH_VARYING: "Partial on axis {axis!r} cannot be combined with Varying; reduce the Partial first",
-    Rule.PARTIAL_NONLINEAR: "Partial on axis {axis!r} goes through non-linear `{op}`: f(sum) != sum(f); reduce first",
-    Rule.PARTIAL_AFFINE: "`{op}` adds a Replicate or scalar term to a Partial on axis {axis!r}: it is counted once "
-    "per rank",
-    Rule.PARTIAL_SEVERAL_FACTORS: "more than one factor of `{op}` is Partial on axis {axis!r}; reduce all but one",
-    Rule.PARTIAL_DIVISOR: "`{op}` divides by a Partial on axis {axis!r}; reduce it first",
-}
 
 
 def short_name(qualname: str) -> str:
@@ -307,7 +300,7 @@ def _contraction_axis(
             spec = einsum.expand(equation, ranks)
             rank = len(spec.output) if spec is not None else None
         except einsum.EinsumError as exc:
-            interp.report(Finding("SPMD004", node, f"`{op_name}`: {exc}"))
+            interp.report(Finding.of(MalformedEinsum(str(exc), op_name), node))
             return FAILED, None
         product = outcome.result
         if isinstance(product, AxisError) and scalars:
@@ -388,7 +381,7 @@ def _equation(
         try:
             equation = einsum.parse_equation(value.value, given)
         except einsum.EinsumError as exc:
-            interp.report(Finding("SPMD004", node, f"malformed einsum equation: {exc}"))
+            interp.report(Finding.of(MalformedEinsum(str(exc)), node))
             return None, value.value
         return (equation if given == len(factors) else None), value.value
     ranks = [_operand_rank(s, kind) for s in factors]
@@ -417,15 +410,8 @@ def _operand_rank(slot: Slot, kind: str) -> int | None:
 
 
 def _report_missing(interp: Analysis, slot: Slot, axis: str, node: cst.CSTNode, op_name: str) -> None:
-    has = ", ".join(slot.value.type) if slot.value is not None and len(slot.value.type) else "no axes"
-    interp.report(
-        Finding(
-            "SPMD107",
-            node,
-            f"`{op_name}`: operand `{describe_slot(interp, slot)}` has no type on axis {axis!r} (it has {has}); "
-            f"every operand needs every mesh axis in strict mode",
-        )
-    )
+    has = tuple(slot.value.type) if slot.value is not None else ()
+    interp.report(Finding.of(MissingAxis(op_name, describe_slot(interp, slot), axis, has), node))
 
 
 def render_fix_call(interp: Analysis, api: str, operand: str, axis: str, src: str, dst: str) -> str:
@@ -479,14 +465,13 @@ def _report_axis_error(
     linearity: Linearity,
     op_name: str,
 ) -> None:
-    found = ", ".join(
-        f"`{describe_slot(interp, s)}`: {'Scalar' if s.value is None else s.value.type[axis]}"
+    operands = tuple(
+        (describe_slot(interp, s), "Scalar" if s.value is None else str(s.value.type[axis]))
         for s in slots
         if not isinstance(s, _ProductSlot)
     )
-    if any(isinstance(s, _ProductSlot) for s in slots):
-        found = "product: " + str(ops[0].kind) + (", " + found if found else "")
-    message = RULE_TEXT[err.rule].format(axis=axis, op=op_name) + f" (operands: {found})"
+    product = str(ops[0].kind) if any(isinstance(s, _ProductSlot) for s in slots) else None
+    violation = AXIS_RULE_VIOLATIONS[err.rule](op_name, axis, operands, product)
     suggestions: list[Suggestion] = []
     for fix in suggest_fixes(ops, linearity):
         slot = slots[fix.operand]
@@ -495,14 +480,12 @@ def _report_axis_error(
         operand = interp.ctx.code_of(slot.node)
         cand = fix.candidate
         call = render_fix_call(interp, cand.api, operand, axis, str(cand.src), str(cand.dst))
-        effect = f"forward: {cand.forward}, backward: {cand.backward}"
-        suggestions.append(
-            Suggestion(f"{cand.api} the {cand.src.name} operand `{operand}` ({effect})", call, slot.node)
-        )
+        title = axis_fix_title(cand.api, cand.src.name, operand, str(cand.forward), str(cand.backward))
+        suggestions.append(Suggestion(title, call, slot.node))
         meg = megatron_spelling(interp, cand.api, str(cand.src), str(cand.dst), axis, operand)
         if meg is not None:
-            suggestions.append(Suggestion(f"Megatron spelling of the same ({effect})", meg, slot.node))
-    interp.report(Finding(RULE_CODES[err.rule], node, message, suggestions))
+            suggestions.append(Suggestion(megatron_fix_title(str(cand.forward), str(cand.backward)), meg, slot.node))
+    interp.report(Finding.of(violation, node, suggestions))
 
 
 def _report_pending(
@@ -517,31 +500,17 @@ def _report_pending(
     bias_node: cst.CSTNode | None = None,
 ) -> None:
     slot = next(s for s, p in zip(slots, pending) if p)
-    operand = interp.ctx.code_of(slot.node) if not isinstance(slot, _ProductSlot) else "the product"
-    why = {
-        Rule.PARTIAL_NONLINEAR: f"goes through non-linear `{op_name}`",
-        Rule.PARTIAL_AFFINE: f"gets a Replicate or scalar term added by `{op_name}` (counted once per rank)",
-        Rule.PARTIAL_WITH_VARYING: f"is combined with a Varying value by `{op_name}`",
-        Rule.PARTIAL_SEVERAL_FACTORS: f"is multiplied by another pending sum in `{op_name}`",
-        Rule.PARTIAL_DIVISOR: f"is a divisor in `{op_name}`",
-        Rule.INVARIANT_MIX: f"is mixed with an Invariant in `{op_name}`",
-    }[err.rule]
-    message = (
-        f"`{operand}` is a per-rank partial sum on axis {axis!r} (from the sharded contraction at "
-        f"{{site:{origin.ref}}}) and {why} before it is reduced"
-    )
+    of_product = isinstance(slot, _ProductSlot)
+    operand = None if of_product else interp.ctx.code_of(slot.node)
+    violation = PendingSumMisuse(axis, origin.ref, operand, op_name, err.rule, of_product=of_product)
     suggestions = []
-    if not isinstance(slot, _ProductSlot):
+    if operand is not None:
         suggestions.append(
-            Suggestion(
-                "reduce it first (all-reduce forward; Megatron: reduce_from_tensor_model_parallel_region)",
-                render_fix_call(interp, "all_reduce", operand, axis, "V", "I"),
-                slot.node,
-            )
+            Suggestion(violation.fix_title, render_fix_call(interp, "all_reduce", operand, axis, "V", "I"), slot.node)
         )
         suggestions.append(
             Suggestion(
-                "or keep it Replicate for per-rank use (all-reduce both ways)",
+                PendingSumMisuse.KEEP_REPLICATE_TITLE,
                 render_fix_call(interp, "all_reduce", operand, axis, "V", "R"),
                 slot.node,
             )
@@ -549,13 +518,13 @@ def _report_pending(
     elif isinstance(node, cst.Call) and bias_node is not None:
         suggestions.append(
             Suggestion(
-                "reduce the product, then add the bias once (Megatron's row-parallel linear does)",
+                violation.fix_title,
                 f"{render_fix_call(interp, 'all_reduce', _without_arg(interp, node, bias_node), axis, 'V', 'I')}"
                 f" + {interp.ctx.code_of(bias_node)}",
                 node,
             )
         )
-    interp.report(Finding("SPMD201", node, message, suggestions))
+    interp.report(Finding.of(violation, node, suggestions))
 
 
 def _without_arg(interp: Analysis, call: cst.Call, arg_value: cst.CSTNode) -> str:
@@ -574,36 +543,26 @@ def _report_layout(
     op_name: str,
     eq_text: str,
 ) -> None:
-    def spell(k: int) -> str:
-        return f"`{describe_slot(interp, slots[k])}`: {slots[k].value.type[axis]}"  # type: ignore[union-attr]
-
-    operands = ", ".join(spell(k) for k in range(len(slots)))
+    operands = tuple((describe_slot(interp, s), str(s.value.type[axis])) for s in slots)  # type: ignore[union-attr]
     if issue.kind == "split":
         whole = slots[issue.operand]
         sharded = next(
             s for s in slots if s is not whole and s.value is not None and s.value.type[axis].shard is not None
         )
-        message = (
-            f"`{op_name}` ({eq_text}): label {issue.label!r} is sharded on axis {axis!r} in "
-            f"`{describe_slot(interp, sharded)}` but whole in `{describe_slot(interp, whole)}`; the local "
-            f"shapes cannot match ({operands})"
+        violation = ShardedDimMismatch(
+            op_name, eq_text, issue.label, axis, describe_slot(interp, sharded), describe_slot(interp, whole), operands
         )
         operand = interp.ctx.code_of(sharded.node)
         shard = sharded.value.type[axis].shard  # type: ignore[union-attr]
         suggestion = Suggestion(
-            "gather the sharded operand first",
+            violation.fix_title,
             render_fix_call(interp, "all_gather", operand, axis, f"S({shard})", "R"),
             sharded.node,
         )
-        interp.report(Finding("SPMD108", node, message, [suggestion]))
+        interp.report(Finding.of(violation, node, [suggestion]))
         return
-    what = (
-        "a repeated label on the sharded dim" if issue.kind == "diag" else f"labels {', '.join(issue.label.split(','))}"
-    )
-    message = (
-        f"`{op_name}` ({eq_text}): {what} sharded on axis {axis!r} across the operands; each rank computes "
-        f"a block with no global layout ({operands})"
-    )
+    labels = () if issue.kind == "diag" else tuple(issue.label.split(","))
+    mixed = MixedShardLayout(op_name, eq_text, axis, labels, operands)
     suggestions = []
     first = next((s for s in slots if s.value is not None and s.value.type[axis].shard is not None), None)
     if first is not None and issue.kind == "mixed":
@@ -611,25 +570,25 @@ def _report_layout(
         shard = first.value.type[axis].shard  # type: ignore[union-attr]
         suggestions.append(
             Suggestion(
-                "gather the sequence-sharded activation first (Megatron: gather_from_sequence_parallel_region)",
+                mixed.fix_title,
                 render_fix_call(interp, "all_gather", operand, axis, f"S({shard})", "R"),
                 first.node,
             )
         )
-    interp.report(Finding("SPMD109", node, message, suggestions))
+    interp.report(Finding.of(mixed, node, suggestions))
 
 
 def _inplace(interp: Analysis, rule: OpRule, bound: Bound, result: TensorValue, node: cst.CSTNode) -> None:
     targets = []
     if rule.inplace_param is not None:
-        targets.append((bound.get(rule.inplace_param), bound.node(rule.inplace_param), "SPMD110"))
+        targets.append((bound.get(rule.inplace_param), bound.node(rule.inplace_param)))
     out = bound.get("out")
     if out is not None:
-        targets.append((out, bound.node("out"), "SPMD110"))
-    for value, target_node, code in targets:
+        targets.append((out, bound.node("out")))
+    for value, target_node in targets:
         if not isinstance(value, TensorValue):
             continue
-        check_mutation(interp, value, result, target_node, node, code, short_name(rule.qualname))
+        check_mutation(interp, value, result, target_node, node, InplaceTypeChange, short_name(rule.qualname))
 
 
 def check_mutation(
@@ -638,10 +597,16 @@ def check_mutation(
     new: TensorValue,
     target_node: cst.CSTNode | None,
     node: cst.CSTNode,
-    code: str,
+    write: type[TypeChangingWrite] | str,
     op_name: str,
 ) -> None:
-    """An in-place write must keep the destination's type (R/I -> V allowed on a no-grad buffer)."""
+    """An in-place write must keep the destination's type (R/I -> V allowed on a no-grad buffer).
+
+    `write` is the violation a type change is: InplaceTypeChange (an in-place op, out=) or
+    SetitemTypeChange (`x[...] = y`); a code string names one of them (callers not yet converted).
+    """
+    if isinstance(write, str):
+        write = TYPE_CHANGING_WRITES[write]
     merged = dict(old.type)
     for axis in sorted(set(old.type) | set(new.type)):
         before, after = old.type.get(axis), new.type.get(axis)
@@ -660,14 +625,7 @@ def check_mutation(
             merged[axis] = after
             continue
         target = interp.ctx.code_of(target_node) if target_node is not None else "the destination"
-        interp.report(
-            Finding(
-                code,
-                node,
-                f"`{op_name}` would change the type of `{target}` on axis {axis!r} from "
-                f"{before} to {after}; an in-place write must keep its destination's type",
-            )
-        )
+        interp.report(Finding.of(write(op_name, target, axis, before, after), node))
         # the write is reported once; what the destination holds now is unknown on this axis: no cascade
         merged.pop(axis, None)
     interp.rebind(

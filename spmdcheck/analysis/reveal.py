@@ -16,6 +16,7 @@ import libcst as cst
 
 from spmdcheck.analysis.findings import Finding
 from spmdcheck.analysis.values import Alternatives, ScalarValue, TensorValue, Unknown, Value
+from spmdcheck.diagnostics.violations.notes import RevealType
 from spmdcheck.lattice import AxisType, GradState, SpmdType, gradient_type
 
 if TYPE_CHECKING:
@@ -120,9 +121,6 @@ def reveal(interp: Analysis, rule: OpRule, bound: Bound, node: cst.Call, args: l
     _, value, value_node = args[0]
     view = view_of(value, interp.mesh)
     shown = interp.ctx.code_of(value_node)
-    if view is None:
-        message = f"revealed type of `{shown}`: not a tensor"
-    else:
-        message = f"revealed type of `{shown}`: forward {view.forward}; gradient {view.gradient}"
-    interp.report(Finding("SPMD901", node, message))
+    revealed = RevealType(shown) if view is None else RevealType(shown, view.forward, view.gradient)
+    interp.report(Finding.of(revealed, node))
     return value

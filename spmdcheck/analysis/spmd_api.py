@@ -31,6 +31,16 @@ from spmdcheck.analysis.values import (
     TypeValue,
     Value,
 )
+from spmdcheck.diagnostics.violations.collectives import ForbiddenTransition
+from spmdcheck.diagnostics.violations.contracts import (
+    DECLARED_TYPE_MISMATCHES,
+    ArgumentTypeMismatch,
+    AssertTypeMismatch,
+    DeclaredTypeMismatch,
+    InvalidLossType,
+)
+from spmdcheck.diagnostics.violations.inputs import MalformedAnnotation, UnknownAxis
+from spmdcheck.diagnostics.violations.pending import PendingSumMisuse
 from spmdcheck.lattice import MAX_TENSOR_RANK, S_UNKNOWN_DIM, AxisType, GradState, Kind, S, SpmdType, shard_dim_in_range
 from spmdcheck.rules.model import OpRule
 
@@ -45,25 +55,14 @@ def asserted_axes(interp: Analysis, td: TypeDict, node: cst.CSTNode) -> dict[str
     known = interp.ctx.known_axes
     for axis in list(axes):
         if known and axis not in known and not is_opaque_axis(axis):
-            interp.report(
-                Finding(
-                    "SPMD003", node, f"unknown mesh axis {axis!r}; the mesh in scope has {', '.join(sorted(known))}"
-                )
-            )
+            interp.report(Finding.of(UnknownAxis(axis, tuple(known)), node))
             del axes[axis]
     if td.bare is not None and not td.partial:
         if not interp.mesh:
             # A caller (or a project helper the checker cannot see through) may have set the mesh: unknown
             # is silent by default; strict mode asks for a mesh it can see.
             if interp.ctx.options.strict:
-                interp.report(
-                    Finding(
-                        "SPMD002",
-                        node,
-                        "a bare type fills the axes of the current mesh, but no mesh is "
-                        "in scope (set [tool.spmdcheck] mesh or use set_current_mesh)",
-                    )
-                )
+                interp.report(Finding.of(MalformedAnnotation("bare-without-mesh"), node))
             return axes or None
         for axis in interp.mesh:
             axes.setdefault(axis, td.bare)
@@ -71,9 +70,20 @@ def asserted_axes(interp: Analysis, td: TypeDict, node: cst.CSTNode) -> dict[str
 
 
 def refine(
-    interp: Analysis, x: TensorValue, axes: dict[str, AxisType], node: cst.CSTNode, code: str, what: str
+    interp: Analysis,
+    x: TensorValue,
+    axes: dict[str, AxisType],
+    node: cst.CSTNode,
+    contract: type[DeclaredTypeMismatch] | str,
+    what: str,
 ) -> TensorValue:
-    """assert_type semantics: set unknown axes, check known ones; V may become P (or S(d))."""
+    """assert_type semantics: set unknown axes, check known ones; V may become P (or S(d)).
+
+    `contract` is the violation a disagreement is (AssertTypeMismatch, ReturnTypeMismatch,
+    ArgumentTypeMismatch); a code string names one of them (callers not yet converted).
+    """
+    if isinstance(contract, str):
+        contract = DECLARED_TYPE_MISMATCHES[contract]
     merged = dict(x.type)
     for axis, want in sorted(axes.items()):
         have = x.type.get(axis)
@@ -84,14 +94,7 @@ def refine(
             if want.kind is Kind.V and want.shard is not None:
                 w, h = _normalize(want, x.rank).shard, _normalize(have, x.rank).shard
                 if h is not None and w != h and (x.rank is not None or (want.shard >= 0) == (have.shard >= 0)):
-                    interp.report(
-                        Finding(
-                            code,
-                            node,
-                            f"{what}: on axis {axis!r} the value is sharded on dim "
-                            f"{have.shard} but S({want.shard}) is declared",
-                        )
-                    )
+                    interp.report(Finding.of(contract(what, axis, have, want, "shard-dim"), node))
                     continue
                 if have.is_pending:
                     _pending_at_contract(interp, have, axis, node, f"S({want.shard})")
@@ -100,54 +103,32 @@ def refine(
         if have.kind is Kind.V and want.kind is Kind.P:
             merged[axis] = AxisType(Kind.P)  # declaring the pending sum
             continue
-        extra = ""
         if have.is_pending and want.kind in (Kind.R, Kind.I):
             # decision 3: a pending sum at an R/I contract also gets its own warning, pointing at the contraction
             _pending_at_contract(interp, have, axis, node, str(want))
-        if have.is_pending:
-            extra = (
-                f"; it is a per-rank partial sum from the sharded contraction at {{site:{have.pending.ref}}} "  # type: ignore[union-attr]
-                f"that was never reduced"
-            )
+        origin = have.pending.ref if have.pending is not None else None
+        mismatch = contract(what, axis, have, want, pending_origin=origin)
         suggestions = []
         if have.kind in (Kind.V, Kind.P) and want.kind in (Kind.R, Kind.I) and isinstance(node, cst.Call):
             operand = interp.ctx.code_of(node.args[0].value) if node.args else "x"
             suggestions.append(
                 Suggestion(
-                    "reduce the partial sum",
+                    mismatch.fix_title,
                     render_fix_call(interp, "all_reduce", operand, axis, str(have.kind), want.kind.value),
                     None,
                 )
             )
-        interp.report(
-            Finding(
-                code, node, f"{what}: on axis {axis!r} the value is {have} but {want} is declared{extra}", suggestions
-            )
-        )
+        interp.report(Finding.of(mismatch, node, suggestions))
     return TensorValue(SpmdType(merged), x.grad, x.rank, reduced_at=x.reduced_at, leaf=x.leaf)
 
 
 def _pending_at_contract(interp: Analysis, have: AxisType, axis: str, node: cst.CSTNode, want: str) -> None:
     value = _contracted_value(node)
     operand = interp.ctx.code_of(value)
-    if want.startswith("S("):
-        fix = Suggestion(
-            "reduce-scatter it into the declared layout",
-            render_fix_call(interp, "reduce_scatter", operand, axis, "V", want),
-            value,
-        )
-    else:
-        fix = Suggestion("reduce it first", render_fix_call(interp, "all_reduce", operand, axis, "V", want), value)
-    interp.report(
-        Finding(
-            "SPMD201",
-            node,
-            f"a per-rank partial sum on axis {axis!r} (from the sharded contraction at {{site:{have.pending.ref}}}) "  # type: ignore[union-attr]
-            f"is declared {want} before it is reduced",
-            [fix],
-            severity="warning",
-        )
-    )
+    misuse = PendingSumMisuse(axis, have.pending.ref, declared=want)  # type: ignore[union-attr]
+    reduction = "reduce_scatter" if want.startswith("S(") else "all_reduce"
+    fix = Suggestion(misuse.fix_title, render_fix_call(interp, reduction, operand, axis, "V", want), value)
+    interp.report(Finding.of(misuse, node, [fix]))
 
 
 def _contracted_value(node: cst.CSTNode) -> cst.CSTNode:
@@ -177,15 +158,15 @@ def _types_from(
         except TypeExprError as exc:
             if _statically_unknown(value):
                 return None  # a type built at run time: gradual, nothing to check
-            interp.report(Finding("SPMD002", vnode, f"cannot read this SPMD type: {exc}"))
+            interp.report(Finding.of(MalformedAnnotation("unreadable", str(exc)), vnode))
             return None
     if not parts:
-        interp.report(Finding("SPMD002", node, "assert_type needs at least one type"))
+        interp.report(Finding.of(MalformedAnnotation("no-types"), node))
         return None
     try:
         merged = merge_type_dicts(parts)
     except TypeExprError as exc:
-        interp.report(Finding("SPMD002", node, str(exc)))
+        interp.report(Finding.of(MalformedAnnotation("merge", str(exc)), node))
         return None
     return asserted_axes(interp, merged, node)
 
@@ -211,7 +192,9 @@ def assert_type(interp: Analysis, rule: OpRule, bound: Bound, node: cst.Call, ar
     axes = _types_from(interp, [(v, n) for k, v, n in args[1:] if k in (None, "partition_spec")], node)
     if axes is None:
         return target
-    return _apply_to(interp, target, target_node, lambda t: refine(interp, t, axes, node, "SPMD401", "assert_type"))
+    return _apply_to(
+        interp, target, target_node, lambda t: refine(interp, t, axes, node, AssertTypeMismatch, "assert_type")
+    )
 
 
 def _apply_to(
@@ -253,7 +236,7 @@ def assert_type_like(interp: Analysis, rule: OpRule, bound: Bound, node: cst.Cal
         extra = _types_from(interp, [(args[2][1], args[2][2])], node)
         axes.update(extra or {})
     return _apply_to(
-        interp, target, target_node, lambda t: refine(interp, t, axes, node, "SPMD401", "assert_type_like")
+        interp, target, target_node, lambda t: refine(interp, t, axes, node, AssertTypeMismatch, "assert_type_like")
     )
 
 
@@ -280,14 +263,13 @@ def mutate_type(interp: Analysis, rule: OpRule, bound: Bound, node: cst.Call, ar
             # Only the axes the checker knows are stored: a missing axis is unknown (a value built from
             # unknown parts), not known to be untyped, unless the value is known to carry no type at all.
             if interp.ctx.options.strict and not target.opaque and not target.typed:
-                interp.report(Finding("SPMD401", node, f"mutate_type: the value has no type on axis {axis!r}"))
+                untyped = AssertTypeMismatch("mutate_type", axis, None, want_dst, "untyped")
+                interp.report(Finding.of(untyped, node))
             elif want_dst is not None:
                 new[axis] = want_dst
             continue
         if want_src is not None and want_src.kind is not have.kind:
-            interp.report(
-                Finding("SPMD401", node, f"mutate_type: on axis {axis!r} the value is {have} but src={want_src}")
-            )
+            interp.report(Finding.of(AssertTypeMismatch("mutate_type", axis, have, want_src, "src"), node))
             continue
         if want_dst is not None:
             new[axis] = want_dst
@@ -312,7 +294,7 @@ def reinterpret_no_grad(interp: Analysis, rule: OpRule, bound: Bound, node: cst.
     if not isinstance(target, TensorValue) or axis is None or not isinstance(dst, TypeValue):
         return target or UNKNOWN
     if target.grad is GradState.YES:
-        interp.report(Finding("SPMD303", node, "reinterpret_no_grad on a tensor that requires grad"))
+        interp.report(Finding.of(ForbiddenTransition("reinterpret_no_grad", "requires-grad"), node))
         return target
     result = TensorValue(target.type.with_axis(axis, dst.type), target.grad, target.rank)
     interp.rebind(target_node, result)
@@ -325,7 +307,7 @@ def scalar(interp: Analysis, rule: OpRule, bound: Bound, node: cst.Call, args: l
     try:
         td = type_dict(args[1][1])
     except TypeExprError as exc:
-        interp.report(Finding("SPMD002", args[1][2], f"cannot read this SPMD type: {exc}"))
+        interp.report(Finding.of(MalformedAnnotation("unreadable", str(exc)), args[1][2]))
         return UNKNOWN
     return ScalarValue(SpmdType(td.axes))
 
@@ -335,14 +317,14 @@ def shard_type(interp: Analysis, rule: OpRule, bound: Bound, node: cst.Call, arg
     dim = args[0][1] if args else None
     if isinstance(dim, Literal) and isinstance(dim.value, int) and not isinstance(dim.value, bool):
         if not shard_dim_in_range(dim.value):
-            interp.report(Finding("SPMD002", node, f"S(d) out of range: a tensor has at most {MAX_TENSOR_RANK} dims"))
+            interp.report(Finding.of(MalformedAnnotation("shard-dim-range", limit=MAX_TENSOR_RANK), node))
             return UNKNOWN
         return TypeValue(S(dim.value))
     if dim is None or isinstance(dim, Literal):
-        interp.report(Finding("SPMD002", node, "S(d) needs an integer dim"))
+        interp.report(Finding.of(MalformedAnnotation("shard-dim-not-int"), node))
         return UNKNOWN
     if _integer_constant(args[0][2]):  # constant arithmetic too large to fold (`10**10**10`)
-        interp.report(Finding("SPMD002", node, f"S(d) out of range: a tensor has at most {MAX_TENSOR_RANK} dims"))
+        interp.report(Finding.of(MalformedAnnotation("shard-dim-range", limit=MAX_TENSOR_RANK), node))
         return UNKNOWN
     return TypeValue(S_UNKNOWN_DIM)  # computed at run time: sharded, on a dim the checker cannot know
 
@@ -370,39 +352,19 @@ def backward(interp: Analysis, rule: OpRule, bound: Bound, node: cst.Call, args:
     operand = interp.ctx.code_of(loss_node) if loss_node is not None else "loss"
     for axis, t in sorted(loss.type.items()):
         if t.kind is Kind.R:
-            interp.report(
-                Finding(
-                    "SPMD404",
-                    node,
-                    f"backward() on `{operand}`, which is Replicate on axis {axis!r}: the implicit gradient 1.0 "
-                    f"on every rank is read as a Partial, so gradients are over-counted by the axis size",
-                    [
-                        Suggestion(
-                            "reduce upstream with dst=I instead of dst=R (the loss is then Invariant)",
-                            render_fix_call(interp, "all_reduce", "...", axis, "P", "I"),
-                            None,
-                        ),
-                        Suggestion("or backpropagate the local Partial loss (drop the reduction)", operand, None),
-                    ],
-                )
-            )
+            replicate = InvalidLossType(operand, axis, Kind.R)
+            fixes = [
+                Suggestion(replicate.fix_title, render_fix_call(interp, "all_reduce", "...", axis, "P", "I"), None),
+                Suggestion(InvalidLossType.LOCAL_LOSS_TITLE, operand, None),
+            ]
+            interp.report(Finding.of(replicate, node, fixes))
             return Literal(None)
         if t.kind is Kind.V:
-            interp.report(
-                Finding(
-                    "SPMD404",
-                    node,
-                    f"backward() on `{operand}`, which is Varying on axis {axis!r}: a per-rank loss must be declared "
-                    f"the summands of the global loss",
-                    [
-                        Suggestion(
-                            "declare the per-rank losses as a pending sum",
-                            render_fix_call(interp, "reinterpret", operand, axis, "V", "P"),
-                            loss_node,
-                        )
-                    ],
-                )
+            varying = InvalidLossType(operand, axis, Kind.V)
+            fix = Suggestion(
+                varying.fix_title, render_fix_call(interp, "reinterpret", operand, axis, "V", "P"), loss_node
             )
+            interp.report(Finding.of(varying, node, [fix]))
             return Literal(None)
     return Literal(None)
 
@@ -444,7 +406,7 @@ def call_local_map(interp: Analysis, boundary: LocalMapValue, args: list, node: 
         except TypeExprError:
             continue
         if not declared.partial:
-            refine(interp, value, declared.axes, value_node, "SPMD403", f"local_map argument {i}")
+            refine(interp, value, declared.axes, value_node, ArgumentTypeMismatch, f"local_map argument {i}")
     out = boundary.out_types
     if isinstance(out, Seq):
         return Seq(tuple(_boundary_output(interp, leaf) for leaf in out.items), out.is_list)

@@ -3,6 +3,9 @@
 Each code's user documentation (what it does, why it is a bug, a bad example,
 a fixed example, the fix) lives beside this module in ``pages/<CODE>.md``;
 ``spmdcheck explain CODE`` prints it and the test suite runs its examples.
+Each code's violation (its fields, the message built from them, its fix
+title) is one class in ``violations/<family>.py``; the analysis reports
+those, never text.
 
 Severity: ``error`` = the program computes wrong values or gradients, or
 cannot run; ``warning`` = a likely mistake; ``note`` = information the

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from spmdcheck.diagnostics.codes import CODES
+from spmdcheck.diagnostics.violation import Violation
 
 if TYPE_CHECKING:  # libcst is imported where positions are resolved: reading cached results never needs it
     import libcst as cst
@@ -82,6 +83,19 @@ def make(
     return Diagnostic(
         path, line, column, end_line or line, end_column or column, code, info.name, info.severity, message
     )
+
+
+def diagnostic_of(
+    path: str,
+    violation: Violation,
+    line: int = 1,
+    column: int = 1,
+    end_line: int | None = None,
+    end_column: int | None = None,
+) -> Diagnostic:
+    """The diagnostic of a violation found before analysis (a file, a setting, a comment), where positions
+    are known already."""
+    return make(path, violation.code, violation.message, line, column, end_line, end_column)
 
 
 class ProgramPositions:

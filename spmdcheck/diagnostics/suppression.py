@@ -17,11 +17,13 @@ import re
 import tokenize
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Literal
 
 from spmdcheck.diagnostics.codes import lookup
-from spmdcheck.diagnostics.render import Diagnostic, SuggestionOut, make
+from spmdcheck.diagnostics.render import Diagnostic, SuggestionOut, diagnostic_of
+from spmdcheck.diagnostics.violations.inputs import UnusedSuppression
 
-UNUSED_CODE = "SPMD006"
+UNUSED_CODE = UnusedSuppression.code
 
 _ITEM = r"[A-Za-z][A-Za-z0-9_\-]*"
 _NOQA = re.compile(rf"#\s*noqa(?::[ \t]*(?P<codes>{_ITEM}(?:[ \t]*,[ \t]*{_ITEM}|[ \t]+{_ITEM})*))?", re.IGNORECASE)
@@ -217,29 +219,27 @@ def _unused(path: str, s: Suppression, lines: list[str], enabled: Callable[[str]
         if not unused:
             return None
     directive = lines[s.line - 1][s.start : s.end]
-    unknown = [i for i in unused if i != "(every code)" and lookup(i) is None]
-    why = f"unknown code {', '.join(unknown)}" if unknown else f"nothing to suppress for {', '.join(unused)}"
-    if s.kind == "ignore-file" and not unknown:
-        why = f"no finding of {', '.join(unused)} in this file"
+    unknown = tuple(i for i in unused if i != "(every code)" and lookup(i) is None)
+    whole_file = s.kind == "ignore-file"
     line_text = lines[s.line - 1]
+    removal: Literal["line", "comment", "directive"]
     if keep:
         replacement, span = s.spelled(keep), (s.line, s.start + 1, s.line, s.end + 1)
-        advice = f"keep only {', '.join(keep)}"
+        removal = "directive"
     elif line_text[s.comment_start : s.comment_end].strip() == directive.strip() and s.own_line:
         replacement, span = "", (s.line, 1, s.line + 1, 1)  # the comment is the whole line: drop the line
-        advice = "remove the comment line"
+        removal = "line"
     elif line_text[s.comment_start : s.comment_end].strip() == directive.strip():
         code_end = len(line_text[: s.comment_start].rstrip())
         replacement, span = "", (s.line, code_end + 1, s.line, s.comment_end + 1)
-        advice = "remove the comment"
+        removal = "comment"
     else:  # the comment says more than this directive: remove the directive only
         end = s.end + (len(line_text[s.end :]) - len(line_text[s.end :].lstrip(" \t")))
         replacement, span = "", (s.line, s.start + 1, s.line, end + 1)
-        advice = "remove the directive"
-    diag = make(
-        path, UNUSED_CODE, f"unused suppression `{directive.strip()}`: {why}", s.line, s.start + 1, s.line, s.end + 1
-    )
-    diag.suggestions = [SuggestionOut(advice, replacement, span, safe=True)]
+        removal = "directive"
+    violation = UnusedSuppression(directive.strip(), tuple(unused), unknown, whole_file, tuple(keep), removal)
+    diag = diagnostic_of(path, violation, s.line, s.start + 1, s.line, s.end + 1)
+    diag.suggestions = [SuggestionOut(violation.fix_title, replacement, span, safe=True)]
     return diag
 
 
