@@ -215,11 +215,11 @@ def _check_sources(
     shallow: frozenset[str] = frozenset(),
     recorder: Recorder | None = None,
 ) -> dict[str, list[Diagnostic]]:
-    from spmdcheck import cache as caching
     from spmdcheck import incremental
     from spmdcheck.analysis.context import Options
     from spmdcheck.analysis.program import SourceUnit, analyze_program
     from spmdcheck.analysis.roots import TOP, ElidedBody, RootLog
+    from spmdcheck.engine import result_cache as caching
     from spmdcheck.frontend.source import ParseFailure
 
     settings = settings or Settings()
@@ -398,7 +398,7 @@ def _check_sources(
 def _root_records(log: object, positions: ProgramPositions, sites: list, wanted: Callable[[str], bool]) -> list:
     """Each root that ran: its key, the bodies it executed, its providers and its diagnostics (plain, of the
     codes `wanted`)."""
-    from spmdcheck import cache as caching
+    from spmdcheck.engine import result_cache as caching
 
     out = []
     for key in log.order:  # type: ignore[attr-defined]
@@ -785,7 +785,7 @@ def _cached_prepass(
     """The pre-pass with the result cache: a file scanned before (same content) is not read again,
     and when no file's scan changed (every scan hash as in the last run: an edit of comments only),
     the last run's taint is reused without reading the scans' units."""
-    from spmdcheck import cache as caching
+    from spmdcheck.engine import result_cache as caching
 
     assert isinstance(store, caching.ResultCache)
     before = {f: store.index.get(f) for f in files}  # the last scans (their units, for `_words_only`)
@@ -874,7 +874,7 @@ def _words_only(
     """The last taint again, when the files scanned anew differ from their last scans only in identifiers
     that are no seed and that no unit anywhere binds, calls as a method or reads as `self.<attr>`: the
     taint meets words only there (prepass.spread), so no unit's taint can change. None otherwise."""
-    from spmdcheck import cache as caching
+    from spmdcheck.engine import result_cache as caching
 
     assert isinstance(store, caching.ResultCache)
     key, known = store.taint
@@ -979,7 +979,7 @@ def run_check(
     on a pool of `jobs` processes; with a `cache.ResultCache`, unchanged programs are not analysed
     again and an unchanged tree is answered from the cache alone. With a `focus` (see
     `plan_programs`), only the programs that can reach a focus file are analysed."""
-    from spmdcheck import cache as caching
+    from spmdcheck.engine import result_cache as caching
 
     store: caching.ResultCache | None = result_cache  # type: ignore[assignment]
     hashes: dict[str, str] = {}
@@ -1062,15 +1062,15 @@ def run_check(
 
 def _shape(program: list[LoadedFile]) -> str:
     """What names a program across edits of its files' contents: its files, their modules and relevance."""
-    from spmdcheck import cache as caching
+    from spmdcheck.engine import result_cache as caching
 
     return caching.program_key((f.path, f.module, f.relevant, None, "") for f in program)
 
 
 def _selective_plan(program: list[LoadedFile], store: object, hashes: dict[str, str]) -> tuple[str, object]:
     """The program's shape (its files) and, when its last record allows, the plan of a selective run."""
-    from spmdcheck import cache as caching
     from spmdcheck import incremental
+    from spmdcheck.engine import result_cache as caching
 
     assert isinstance(store, caching.ResultCache)
     shape = _shape(program)

@@ -119,8 +119,8 @@ def _rules(fmt: str) -> int:
 
 
 def _clean(paths: list[str]) -> int:
-    from spmdcheck.cache import remove
     from spmdcheck.config import ConfigResolver
+    from spmdcheck.engine.result_cache import remove
 
     first = pathlib.Path(paths[0])
     root = ConfigResolver(None, False, {}).for_path(first if first.exists() else pathlib.Path.cwd()).root
@@ -133,8 +133,8 @@ def _open_cache(args: argparse.Namespace, root: pathlib.Path, settings):  # noqa
     """The result store for `settings` in the project `root`; None with --no-cache, a diff, fixes or stdin."""
     if args.no_cache or os.environ.get("SPMDCHECK_NO_CACHE") or args.fix or args.add_noqa or args.diff:
         return None
-    from spmdcheck import cache
     from spmdcheck.api import shipped_stubs
+    from spmdcheck.engine import result_cache as cache
 
     directory = cache.locate(pathlib.Path(root))
     if directory is None:
@@ -402,13 +402,13 @@ def _report(args: argparse.Namespace, diags: list, files: int, stdin_text: str |
     # with `-` and --fix, stdout holds the fixed source (as ruff does), so the report goes to stderr
     out = sys.stderr if args.fix and args.paths == ["-"] and not args.diff else sys.stdout
     if args.write_baseline:
-        from spmdcheck.baseline import write_baseline
+        from spmdcheck.report.baseline import write_baseline
 
         count = write_baseline(pathlib.Path(args.write_baseline), diags, sources)
         print(f"spmdcheck: wrote {count} finding(s) to the baseline {args.write_baseline}", file=sys.stderr)
         return status
     if args.baseline:
-        from spmdcheck.baseline import BaselineError, new_findings, read_baseline
+        from spmdcheck.report.baseline import BaselineError, new_findings, read_baseline
 
         try:
             accepted = read_baseline(pathlib.Path(args.baseline))
