@@ -7,7 +7,7 @@ the warm-edit rows edit its files. "a median file" is the median-size module (it
 checker analyses); "a checked file" is the median-size file of the largest program the checker forms
 (a comment there keeps the program's cache key; a new statement at the end of the file changes it, and
 that program, the worst case of one edit, is analysed again whole; a new statement inside one of its
-functions has only the roots that reach that function analysed again: spmdcheck/incremental.py).
+functions has only the roots that reach that function analysed again: spmdcheck/engine/incremental.py).
 Every row is a fresh command (interpreter start-up included), timed for wall clock and for CPU summed
 over the command and its workers; rows are interleaved within each repetition so machine load hits
 them alike. Printed: medians of K, and the ratios to mypy (`mypy --no-incremental --follow-imports=skip`
@@ -44,9 +44,10 @@ for path in pathlib.Path(sys.argv[1]).read_text().splitlines():
 
 def checked_file(files: list[str]) -> str:
     """The median-size file of the largest program spmdcheck forms of `files` (its own planning)."""
-    from spmdcheck import api
+    from spmdcheck.engine.plan import plan_programs
+    from spmdcheck.settings import Settings
 
-    _, programs = api.plan_programs(files, api.Settings())
+    _, programs = plan_programs(files, Settings())
     largest = max(programs, key=lambda p: sum(len(f.text) for f in p), default=[])
     members = sorted((f.path for f in largest), key=lambda f: pathlib.Path(f).stat().st_size)
     return members[len(members) // 2] if members else files[len(files) // 2]
