@@ -29,7 +29,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 def _observer(repeat: int) -> None:
     sys.path.insert(0, str(ROOT))
     from spmdcheck.api import Settings, check_source, load_registry
-    from spmdcheck.typeinfo import infer_source
+    from spmdcheck.engine.typeinfo import infer_source
 
     registry = load_registry(())
     files = [(str(p), p.read_text()) for p in sorted((ROOT / "fixtures").rglob("*.py"))]

@@ -37,7 +37,8 @@ from spmdcheck.analysis.driver import analyze_module  # noqa: E402
 from spmdcheck.analysis.typeexpr import TypeExprError, axis_name, type_dict  # noqa: E402
 from spmdcheck.analysis.values import UNKNOWN, Alternatives, Seq, TensorValue, TypeValue  # noqa: E402
 from spmdcheck.api import load_registry  # noqa: E402
-from spmdcheck.frontend.source import mesh_names_in, parse  # noqa: E402
+from spmdcheck.frontend.source import parse  # noqa: E402
+from spmdcheck.frontend.source_file import mesh_names_in  # noqa: E402
 
 ANNOTATIONS = {"assert_type", "mutate_type", "assert_type_like"}
 COLLECTIVES = {

@@ -94,14 +94,17 @@ def _per_fixture() -> str:
 _DEEP = """
 import json, pathlib, sys
 sys.setrecursionlimit(20000)
-from spmdcheck import api
 from spmdcheck.analysis import program
+from spmdcheck.engine.analyse import check_program
+from spmdcheck.engine.plan import plan_programs
+from spmdcheck.rules.registry import load_registry
+from spmdcheck.settings import Settings
 from spmdcheck.analysis.reveal import view_of
 from spmdcheck.analysis.values import Unknown
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 root, mesh = pathlib.Path(sys.argv[1]), tuple(a for a in sys.argv[2].split(",") if a)
-settings = api.Settings(mesh=mesh)
+settings = Settings(mesh=mesh)
 seen = []
 
 def observe(name, value, node, ctx):
@@ -114,12 +117,12 @@ def watched(units, registry, graph=None, parse=None, on_bind=None, log=None):
 
 program.analyze_program = watched
 paths = sorted(str(p) for p in root.rglob("*.py") if "__pycache__" not in p.parts)
-registry = api.load_registry(settings.stub_path)
-_, programs = api.plan_programs(paths, settings, registry)
+registry = load_registry(settings.stub_path)
+_, programs = plan_programs(paths, settings, registry)
 out = set()
 for files in programs:
     seen.clear()
-    api.check_program(files, settings, registry)
+    check_program(files, settings, registry)
     tables = {}
     for ctx, node, name, value in seen:
         if id(ctx.module) not in tables:

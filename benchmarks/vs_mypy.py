@@ -73,8 +73,12 @@ _CHECKED_FILE = """
 import pathlib, sys
 files = pathlib.Path(sys.argv[1]).read_text().splitlines()
 try:
-    from spmdcheck import api
-    _, programs = api.plan_programs(files, api.Settings())
+    try:  # the driver laid out by layer
+        from spmdcheck.engine.plan import plan_programs
+        from spmdcheck.settings import Settings
+    except ImportError:  # checkouts before it
+        from spmdcheck.api import Settings, plan_programs
+    _, programs = plan_programs(files, Settings())
 except Exception:
     sys.exit(0)
 largest = max(programs, key=lambda p: sum(len(f.text) for f in p), default=[])

@@ -5,17 +5,21 @@ from __future__ import annotations
 
 import pathlib
 
-from spmdcheck import api, incremental
+from spmdcheck.engine import incremental
+from spmdcheck.engine.analyse import check_program_recorded
+from spmdcheck.engine.plan import plan_programs
+from spmdcheck.rules.registry import load_registry
+from spmdcheck.settings import Settings
 
 
-def deferred_runs_that_differ(root: pathlib.Path, settings: api.Settings) -> tuple[int, list[str]]:
+def deferred_runs_that_differ(root: pathlib.Path, settings: Settings) -> tuple[int, list[str]]:
     """(programs compared, the paths whose diagnostics differ)."""
     files = sorted(str(p) for p in root.rglob("*.py"))
-    _, programs = api.plan_programs(files, settings)
-    registry = api.load_registry(settings.stub_path)
+    _, programs = plan_programs(files, settings)
+    registry = load_registry(settings.stub_path)
     compared, differ = 0, []
     for program in programs:
-        whole, plain = api.check_program_recorded(program, settings, registry, None)
+        whole, plain = check_program_recorded(program, settings, registry, None)
         record = incremental.ProgramRecord.from_plain(plain) if plain is not None else None
         if record is None:
             continue  # a writer (or a failed parse) keeps no record: always analysed whole
@@ -23,7 +27,7 @@ def deferred_runs_that_differ(root: pathlib.Path, settings: api.Settings) -> tup
         part = {f for f in record.top_files if f >= 0}
         top_roots = {k for k in keys if k and k[0] == 0}
         plan = incremental.Selective(top_roots, keys, {}, record, set(), part)
-        again, _ = api.check_program_recorded(program, settings, registry, plan)
+        again, _ = check_program_recorded(program, settings, registry, plan)
         compared += 1
         before = {r.path: [d.to_json() for d in r.diagnostics] for r in whole}
         after = {r.path: [d.to_json() for d in r.diagnostics] for r in again}

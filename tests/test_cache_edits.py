@@ -202,10 +202,12 @@ def _fixture_paths() -> list[str]:
 
 def test_scans_keep_their_taint_through_the_cache():
     """A scan read back from the cache's plain data taints exactly as the fresh scan did."""
-    from spmdcheck import api, prepass
+    from spmdcheck.engine.plan import scan_files, taint
+    from spmdcheck.program import prepass
+    from spmdcheck.settings import Settings
 
     paths = _fixture_paths()
-    fresh = api.scan_files(paths, api.Settings(), None)
+    fresh = scan_files(paths, Settings(), None)
     again = []
     for scan in fresh:
         small, units = prepass.scan_to_plain(scan)
@@ -214,13 +216,13 @@ def test_scans_keep_their_taint_through_the_cache():
     assert [prepass.scan_hash(*prepass.scan_to_plain(s)) for s in again] == [
         prepass.scan_hash(*prepass.scan_to_plain(s)) for s in fresh
     ]
-    assert api.taint(again) == api.taint(fresh)
+    assert taint(again) == taint(fresh)
 
 
 def test_comment_cuts_leave_what_the_analysis_reads():
     import ast
 
-    from spmdcheck import prepass
+    from spmdcheck.program import prepass
 
     text = (
         "# header\n"

@@ -29,10 +29,10 @@ def _check_command(line: str) -> tuple[list[str], str | None]:
 
 
 def _assert_parses(argv: list[str]) -> None:
-    from spmdcheck.cli import _parser
+    from spmdcheck.cli.parser import build_parser
 
     try:
-        _parser().parse_args(argv)
+        build_parser().parse_args(argv)
     except SystemExit as exc:  # argparse rejects it
         raise AssertionError(f"`spmdcheck {' '.join(argv)}` is not a valid command line") from exc
 

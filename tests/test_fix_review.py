@@ -14,7 +14,7 @@ from test_docs_examples import BLOCK, settings_for
 
 from spmdcheck.api import check_source
 from spmdcheck.diagnostics.codes import CODES
-from spmdcheck.fix_review import fix_in_memory
+from spmdcheck.fixes.rounds import fix_in_memory
 
 MARK = re.compile(r"\s*#\s*(error|warning):\s*SPMD\d{3}(\s*,\s*SPMD\d{3})*")
 

@@ -8,7 +8,7 @@ import textwrap
 import libcst as cst
 
 from spmdcheck.diagnostics.render import Diagnostic, SuggestionOut
-from spmdcheck.fixes import apply_fixes
+from spmdcheck.fixes.apply import apply_fixes
 
 SRC = textwrap.dedent('''\
     # spmdcheck: mesh = ["tp"]

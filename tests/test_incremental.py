@@ -1,4 +1,4 @@
-"""Selective re-analysis after edits inside function bodies (spmdcheck/incremental.py), through the real
+"""Selective re-analysis after edits inside function bodies (spmdcheck/engine/incremental.py), through the real
 command line: after every edit the warm run prints the same bytes as a `--no-cache` run, and the
 trace (`SPMDCHECK_TRACE=1`) shows which way each program was answered, so a test of the fast path
 cannot pass by running everything."""
@@ -575,14 +575,15 @@ def test_trace_is_silent_by_default(project: pathlib.Path) -> None:
 
 # ------------------------------------------------------------------ the plan, without the command line
 def _outline(text: str):  # noqa: ANN202
-    from spmdcheck import incremental, prepass
+    from spmdcheck.engine import incremental
+    from spmdcheck.program import prepass
 
     scan = prepass.scan("m.py", text.encode(), frozenset())
     return incremental.outline(text, text, scan.spans() or ()), list(scan.spans() or ())
 
 
 def _record(text: str, roots: list):  # noqa: ANN202
-    from spmdcheck import incremental
+    from spmdcheck.engine import incremental
 
     outline, spans = _outline(text)
     return incremental.ProgramRecord(["m.py"], [outline], [spans], {"m.py": []}, roots)
@@ -604,7 +605,7 @@ def test_outline_separates_bodies_from_the_rest() -> None:
 
 
 def test_plan_names_the_roots_that_ran_a_changed_body() -> None:
-    from spmdcheck import incremental
+    from spmdcheck.engine import incremental
 
     roots = [((), [], [], []), ((0, 0), [(0, 0)], [], []), ((0, 1), [(0, 1)], [], []), ((0, 2), [(0, 1)], [(0, 0)], [])]
     record = _record(SOURCE, roots)
@@ -620,8 +621,8 @@ def test_plan_names_the_roots_that_ran_a_changed_body() -> None:
 
 
 def test_plan_leaves_out_the_bodies_of_the_edited_file_no_rerun_root_reads() -> None:
-    from spmdcheck import incremental
     from spmdcheck.analysis.roots import ELIDED
+    from spmdcheck.engine import incremental
 
     roots = [((), [], [], []), ((0, 0), [(0, 0)], [], []), ((0, 1), [(0, 1)], [], [])]
     record = _record(SOURCE, roots)
@@ -638,7 +639,7 @@ def test_plan_leaves_out_the_bodies_of_the_edited_file_no_rerun_root_reads() -> 
 
 
 def test_plan_refuses_edited_writers_and_edits_outside_bodies_it_cannot_bound() -> None:
-    from spmdcheck import incremental
+    from spmdcheck.engine import incremental
 
     roots = [((), [], [], []), ((0, 0), [(0, 0)], [], []), ((0, 1), [(0, 1)], [], [])]
     record = _record(SOURCE, roots)
@@ -651,7 +652,7 @@ def test_plan_refuses_edited_writers_and_edits_outside_bodies_it_cannot_bound() 
     assert plan is not None and plan.run_only == {(0, 0), (0, 1)} and plan.top_only is None
     edited = SOURCE.replace("return 2", "return 4")
     assert incremental.plan_selective(record, ["m.py"], [_outline(edited)[0]], [edited]) is None
-    # ... or every write of the writer it reaches is described: the run then checks they are the same (api.py)
+    # ... or every write of the writer it reaches is described: the run then checks they are the same (analyse.py)
     record.writes = [[[0, 1], [["slot", "m.py:Block.Config.w1", "contract(...)"]]]]
     plan = incremental.plan_selective(record, ["m.py"], [_outline(edited)[0]], [edited])
     assert plan is not None and (0, 1) in plan.run_only
@@ -660,7 +661,7 @@ def test_plan_refuses_edited_writers_and_edits_outside_bodies_it_cannot_bound() 
 
 
 def test_merge_keeps_the_first_report_in_queue_order() -> None:
-    from spmdcheck import incremental
+    from spmdcheck.engine import incremental
 
     old = _record(SOURCE, [((), [], [], []), ((0, 0), [], [], [["m.py", "k", ["old-0"]]]), ((0, 1), [], [], [])])
     fresh = [((0, 1), [], [], [["m.py", "k", ["new-1"]], ["m.py", "j", ["new-1b"]]]), ((1, 1, 0), [], [], [])]
@@ -670,7 +671,7 @@ def test_merge_keeps_the_first_report_in_queue_order() -> None:
 
 
 def test_a_record_that_does_not_have_the_shape_is_none() -> None:
-    from spmdcheck import incremental
+    from spmdcheck.engine import incremental
 
     assert incremental.ProgramRecord.from_plain({"version": 1, "paths": 3}) is None
     assert incremental.ProgramRecord.from_plain([]) is None
@@ -788,7 +789,7 @@ def test_a_pure_statement_runs_again_the_roots_that_read_its_name(tmp_path: path
 
 
 def test_rekey_renames_the_record_for_an_added_and_a_removed_function() -> None:
-    from spmdcheck import incremental
+    from spmdcheck.engine import incremental
 
     roots = [
         ((), [], [], []),

@@ -12,7 +12,7 @@ import textwrap
 import pytest
 from conftest import FIXTURES, ROOT
 
-from spmdcheck import prepass
+from spmdcheck.program import prepass
 
 # Findings with no annotation at all: raw collectives typed by a mesh group, a seedless helper that
 # only reports when called with a typed value (SPMD404 inside `loss_backward`), an alias of a
@@ -233,16 +233,19 @@ def test_blanking_keeps_every_line_and_ending():
         "class A:\r\n    @dec\r\n    def f(self,\r\n          x):\r\n"
         "        a = '''\r\n        b'''\r\n        return x\r\n    def g(self): return 1\r\n"
     )
+    from spmdcheck.program.prepass.scan import _body_span
+    from spmdcheck.program.prepass.syntax import NEWLINE
+
     tree = ast.parse(text)
     method = tree.body[0].body[0]
-    span = prepass._body_span(method, prepass._NEWLINE.split(text))
+    span = _body_span(method, NEWLINE.split(text))
     assert span == (5, 7)
     out = prepass.blank_bodies(text, [span])
     assert out.count("\r\n") == text.count("\r\n") and "\n" not in out.replace("\r\n", "")
     assert out.splitlines()[4] == "        pass" and out.splitlines()[7] == text.splitlines()[7]
     ast.parse(out)
     same_line = ast.parse("def f(a\n): return a\n").body[0]
-    assert prepass._body_span(same_line, ["def f(a", "): return a", ""]) is None
+    assert _body_span(same_line, ["def f(a", "): return a", ""]) is None
 
 
 def test_prose_is_dropped_and_code_kept():
@@ -256,7 +259,9 @@ def test_prose_is_dropped_and_code_kept():
     )
     out = prepass.code_only(src)
     assert out.count("\n") == src.count("\n")
-    words = set(prepass._WORD.findall(out))
+    from spmdcheck.program.prepass.scan import _WORD
+
+    words = set(_WORD.findall(out))
     assert {"all_reduce", "reduce_scatter", "Config"} <= words
     assert not {"all_gather", "broadcast", "please"} & words
 

@@ -197,7 +197,7 @@ def test_files_named_alone_are_checked_within_their_project():
 
 
 def test_a_focused_plan_runs_only_the_programs_that_import_the_focus():
-    from spmdcheck.api import plan_programs
+    from spmdcheck.engine.plan import plan_programs
 
     paths = [str(m) for program in PROGRAMS for m in modules(program)]
     layers = str(PROGRAMS_ROOT / "gpt_bug_missing_copy" / "layers.py")
@@ -274,7 +274,9 @@ def test_program_runs_as_its_expectations_say(gt_harness, program):
 def test_a_huge_package_around_a_named_file_is_not_listed_in_full(tmp_path, monkeypatch, capsys):
     """Past MAX_CONTEXT_FILES other files the project context is dropped; the walk stops there instead of
     listing the whole package first (site-packages/torch holds ~14,600 files)."""
-    from spmdcheck import cli, discovery
+    from spmdcheck import cli
+    from spmdcheck.cli import project
+    from spmdcheck.frontend import discovery
 
     pkg = tmp_path / "pkg"
     pkg.mkdir()
@@ -290,7 +292,7 @@ def test_a_huge_package_around_a_named_file_is_not_listed_in_full(tmp_path, monk
         return found, missing
 
     monkeypatch.setattr(discovery, "discover", counting)
-    monkeypatch.setattr(cli, "MAX_CONTEXT_FILES", 3)
+    monkeypatch.setattr(project, "MAX_CONTEXT_FILES", 3)
     monkeypatch.chdir(tmp_path)
     status = cli.main(["check", str(pkg / "m0.py"), "--no-cache", "--output-format", "concise"])
     assert status == 0
@@ -301,7 +303,8 @@ def test_a_huge_package_around_a_named_file_is_not_listed_in_full(tmp_path, monk
 def test_a_folder_named_whole_is_not_walked_again_for_its_project_context(tmp_path, monkeypatch):
     """`check pkg/sub`: the context walk of the import root (`pkg`'s folder) skips `pkg/sub`, whose files are all
     checked already, and still finds its siblings (they give the checked functions their callers)."""
-    from spmdcheck import cli, discovery
+    from spmdcheck import cli
+    from spmdcheck.frontend import discovery
 
     sub = tmp_path / "pkg" / "sub"
     sub.mkdir(parents=True)

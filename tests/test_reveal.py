@@ -176,7 +176,7 @@ def test_the_bind_observer_only_watches(registry):
     from conftest import FIXTURES
 
     from spmdcheck.api import Settings, check_source
-    from spmdcheck.typeinfo import infer_source
+    from spmdcheck.engine.typeinfo import infer_source
 
     files = sorted(FIXTURES.rglob("*.py"))[::5]
     assert len(files) >= 20

@@ -12,7 +12,7 @@ import pytest
 from robust_helpers import ROOT, no_traceback, output, run
 
 from spmdcheck.api import check_source
-from spmdcheck.fixes import apply_fixes
+from spmdcheck.fixes.apply import apply_fixes
 
 SRC = textwrap.dedent("""\
     # spmdcheck: mesh = ["tp"]

@@ -12,7 +12,7 @@ import pytest
 from robust_helpers import BUG, diagnostics, no_traceback, output, run
 
 from spmdcheck.api import load_registry, shipped_stubs
-from spmdcheck.discovery import discover
+from spmdcheck.frontend.discovery import discover
 from spmdcheck.rules.cache import dump_registry, load_cached_registry
 from spmdcheck.rules.stubs import load_stub_dirs
 

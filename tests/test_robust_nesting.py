@@ -10,8 +10,8 @@ import time
 
 from robust_helpers import BUG, diagnostics, no_traceback, run
 
+from spmdcheck.engine.workers import run_isolated
 from spmdcheck.frontend.guard import MAX_EXPRESSION_DEPTH
-from spmdcheck.workers import run_isolated
 
 HEADER = BUG + "\n\n"
 
@@ -106,16 +106,18 @@ def test_the_pool_survives_a_crashed_a_hung_and_a_failing_task():
 
 def test_a_serial_run_stops_an_analysis_at_its_budget_and_goes_on(tmp_path, monkeypatch):
     # -j1 has no parent process to kill an overrunning analysis: the interpreter stops itself
-    from spmdcheck import api
+    from spmdcheck.engine import analyse
+    from spmdcheck.engine.run import run_check
+    from spmdcheck.settings import Settings
 
     loop = "\n".join(f"        y{i} = x @ w.T" for i in range(1000))
     slow = f"\n\ndef g(x: Local['tp: R'], w: Local['tp: R']):\n    for _ in range(3):\n{loop}\n"
     (tmp_path / "slow.py").write_text(BUG + slow)
     (tmp_path / "quick.py").write_text(BUG)
-    monkeypatch.setattr(api, "_ANALYSIS_BUDGET_S", 0.0)
-    monkeypatch.setattr(api, "_ANALYSIS_BUDGET_PER_FILE_S", 0.0)
+    monkeypatch.setattr(analyse, "ANALYSIS_BUDGET_S", 0.0)
+    monkeypatch.setattr(analyse, "ANALYSIS_BUDGET_PER_FILE_S", 0.0)
     files = sorted(str(p) for p in tmp_path.glob("*.py"))
-    results = {pathlib.Path(r.path).name: r for r in api.run_check(files, api.Settings(), None, jobs=1)}
+    results = {pathlib.Path(r.path).name: r for r in run_check(files, Settings(), None, jobs=1)}
     stopped = [d for d in results["slow.py"].diagnostics if d.code == "SPMD000"]
     assert stopped and "time budget" in stopped[0].message
     assert [d.code for d in results["quick.py"].diagnostics] == ["SPMD102"]

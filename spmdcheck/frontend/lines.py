@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import re
 
-_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
+PHYSICAL_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")  # one line, with its end
 
 
 def physical_lines(text: str, keepends: bool = False) -> list[str]:
-    lines = _LINE.findall(text)
+    lines = PHYSICAL_LINE.findall(text)
     if keepends:
         return lines
     return [line.rstrip("\r\n") for line in lines]

@@ -11,7 +11,7 @@ import tokenize
 from dataclasses import dataclass
 
 from spmdcheck.frontend.guard import DeepExpression, Screened, quiet_ast_parse, screen
-from spmdcheck.lazy_libcst import cst  # imported on first use
+from spmdcheck.frontend.lazy_libcst import cst  # imported on first use
 
 # Types only enter a program through these spellings: annotations and the spmd_types API, Megatron
 # mappings, tensors that need grad (raw collectives on them), or torch factories under a configured mesh;
@@ -21,9 +21,6 @@ _TYPE_SOURCES = re.compile(
     rb"spmd|Annotated\[|Local\[|requires_grad|Parameter|megatron|get_rank|get_local_rank|_parallel_rank"
 )
 _TORCH = re.compile(rb"torch")
-_MESH_NAMES = re.compile(r"mesh_dim_names\s*=\s*[\(\[]([^\)\]]*)[\)\]]")
-_SET_MESH_KEYS = re.compile(r"set_current_mesh\(\s*\{([^}]*)\}")
-_STRING = re.compile(r"""["']([A-Za-z_][\w]*)["']""")
 
 
 def is_relevant(data: bytes, mesh_configured: bool = False) -> bool:
@@ -120,12 +117,3 @@ def parse_screened(text: str, shallow: bool = False) -> tuple[cst.Module | Parse
         return ParseFailure(exc.message, line, column), []
     except (RecursionError, ValueError, MemoryError) as exc:  # pathological input: still a diagnostic, not a crash
         return ParseFailure(f"{type(exc).__name__}: {str(exc)[:200]}", 1, 1), []
-
-
-def mesh_names_in(text: str) -> set[str]:
-    """Axis names of meshes built in this file, found by a text scan (before analysis needs them)."""
-    names: set[str] = set()
-    for pattern in (_MESH_NAMES, _SET_MESH_KEYS):
-        for m in pattern.finditer(text):
-            names.update(_STRING.findall(m.group(1)))
-    return names

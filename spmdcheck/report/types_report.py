@@ -6,9 +6,9 @@ import json
 from typing import TextIO
 
 from spmdcheck.diagnostics.render import display_path
+from spmdcheck.engine.typeinfo import Binding, TypedFile
 from spmdcheck.report.printable import printable
 from spmdcheck.report.sources import SourceLines
-from spmdcheck.typeinfo import Binding, TypedFile
 
 MAX_CODE_WIDTH = 88  # type columns start after the source, but never further right than this
 

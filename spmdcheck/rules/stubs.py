@@ -18,8 +18,8 @@ import pathlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
+from spmdcheck.frontend.lazy_libcst import cst  # imported on first use
 from spmdcheck.lattice import Linearity
-from spmdcheck.lazy_libcst import cst  # imported on first use
 from spmdcheck.rules.model import (
     CollectiveRule,
     ContractRule,
@@ -257,7 +257,13 @@ def _apply_decorator(rule: OpRule, name: str, args: list[object], kwargs: dict[s
         rule.inplace_param = str(args[0]) if args else "self"
     elif name == "property":
         rule.is_property = True
-    elif name == "collective":
+    else:
+        _apply_communication_decorator(rule, name, args, kwargs)
+
+
+def _apply_communication_decorator(rule: OpRule, name: str, args: list[object], kwargs: dict[str, object]) -> None:
+    """The decorators of collectives, mappings, process groups, meshes and the spmd_types API (and the errors)."""
+    if name == "collective":
         rule.collective = _collective_rule(
             args,
             kwargs,

@@ -12,11 +12,12 @@ import pathlib
 import re
 from dataclasses import dataclass, field, replace
 
-from spmdcheck.api import Settings, load_registry
 from spmdcheck.diagnostics.render import Diagnostic, SuggestionOut, make
-from spmdcheck.fixes import fix_text
+from spmdcheck.engine.typeinfo import Binding, TypedFile, infer_source
+from spmdcheck.fixes.apply import fix_text
 from spmdcheck.frontend.guard import quiet_ast_parse
-from spmdcheck.typeinfo import Binding, TypedFile, infer_source
+from spmdcheck.rules.registry import load_registry
+from spmdcheck.settings import Settings
 
 IMPORT_LINE = "import spmd_types"
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
@@ -194,7 +195,7 @@ def _reaching_binding(bindings: list[Binding], source: str, name: str, line: int
 
 def settings_for(path: str | None) -> Settings:
     """The settings `spmdcheck check PATH` would use: the closest config file, defaults when it is broken."""
-    from spmdcheck.config import ConfigResolver
+    from spmdcheck.config.resolve import ConfigResolver
 
     if path is None:
         return Settings()

@@ -372,7 +372,8 @@ def inferred_return_types(source: str, mesh: tuple[str, ...], entry: str = ENTRY
         from spmdcheck.analysis.context import FileContext, Options
         from spmdcheck.analysis.values import Alternatives, Seq, TensorValue
         from spmdcheck.api import load_registry
-        from spmdcheck.frontend.source import ParseFailure, mesh_names_in, parse
+        from spmdcheck.frontend.source import ParseFailure, parse
+        from spmdcheck.frontend.source_file import mesh_names_in
     except ImportError:
         return None
     parsed = parse(source)

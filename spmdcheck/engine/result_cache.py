@@ -21,8 +21,8 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from spmdcheck.api import Settings
     from spmdcheck.diagnostics.render import Diagnostic
+    from spmdcheck.settings import Settings
 
 FORMAT_VERSION = 7
 DIRNAME = ".spmdcheck_cache"
@@ -90,7 +90,7 @@ def run_key(settings: Settings, stub_dirs: Iterable[pathlib.Path]) -> str:
     from spmdcheck import __version__
 
     h = hashlib.sha256()
-    package = pathlib.Path(__file__).resolve().parent
+    package = pathlib.Path(__file__).resolve().parent.parent  # spmdcheck/ (this file is in spmdcheck/engine/)
     h.update(json.dumps([FORMAT_VERSION, __version__, sys.version_info[:3], asdict(settings)]).encode())
     # The checker's own source: an edited or upgraded checker must not reuse old results.
     for p in sorted(package.rglob("*.py")):
@@ -289,7 +289,7 @@ class ResultCache:
             self.dirty = True
 
     def note_digest(self, path: str, key: str, digest: str) -> None:
-        """A file's analysed digest (api._analysed_digest) for `key` (its contents and blanked bodies)."""
+        """A file's analysed digest (engine.run.analysed_digest) for `key` (its contents and blanked bodies)."""
         if self.digests.get(path) != (key, digest):
             self.digests[path] = (key, digest)
             self.dirty = True

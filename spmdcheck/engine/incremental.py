@@ -30,8 +30,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from spmdcheck import prepass
 from spmdcheck.analysis.roots import ELIDED, NAME_UNIT, TOP, descends, parent
+from spmdcheck.program import prepass
 
 RECORD_VERSION = 10
 _LINE_END = re.compile(r"(\r\n|\r|\n)")
@@ -53,7 +53,7 @@ class Outline:
     lengths: tuple[int, ...]  # each body's number of lines
     axes: tuple[str, ...]  # the mesh axis names the file mentions
     statements: tuple[Statement, ...] | None = None  # its module-level statements (None: unknown)
-    header: str = ""  # the comments that open the file, where its settings are written (inline_config.py)
+    header: str = ""  # the comments that open the file, where its settings are written (frontend/source_file.py)
 
     def plain(self) -> list:
         table = None if self.statements is None else [[h, a, b, list(n), p] for h, a, b, n, p in self.statements]
@@ -80,10 +80,12 @@ def outline(
     planned: str,
     spans: Iterable[tuple[int, int]],
     statements: Iterable[tuple[int, int, tuple[str, ...], bool]] | None = None,
+    axes: Iterable[str] | None = None,
 ) -> Outline:
     """`planned` is the text the analysis parses (with the pre-pass's blanked bodies); `statements` its
-    module-level statements as the pre-pass lists them (`prepass.statements`), when known."""
-    from spmdcheck.frontend.source import mesh_names_in
+    module-level statements as the pre-pass lists them (`prepass.statements`), when known; `axes` the mesh
+    axis names of `text`, when the caller has them (SourceFile.mesh_names)."""
+    from spmdcheck.frontend.source_file import mesh_names_in
 
     pieces = _LINE_END.split(planned)  # physical lines as CPython numbers them (not str.splitlines)
     lines = ["".join(pieces[i : i + 2]) for i in range(0, len(pieces), 2)]
@@ -101,7 +103,7 @@ def outline(
         _hash("".join(skeleton)),
         tuple(bodies),
         tuple(end - start + 1 for start, end in spans),
-        tuple(sorted(mesh_names_in(text))),
+        tuple(sorted(mesh_names_in(text) if axes is None else axes)),
         None if statements is None else _statement_hashes(lines, spans, statements),
         _hash("".join(itertools.takewhile(lambda line: not line.strip() or line.lstrip().startswith("#"), lines))),
     )
@@ -149,7 +151,7 @@ class ProgramRecord:
     top_writers: list[int] = field(default_factory=list)
     top_files: list[int] = field(default_factory=list)  # the file whose top level queued each root (0, k)
     top_order: list[int] = field(default_factory=list)  # the files in the order their top levels started
-    keys: list[str] = field(default_factory=list)  # what each file's outline follows from (api._outline_key)
+    keys: list[str] = field(default_factory=list)  # what each file's outline follows from (engine.record.outline_key)
     imports: list[str] = field(default_factory=list)  # a hash of the modules each file's imports name
     writers: list[tuple] = field(default_factory=list)  # the roots that wrote state later roots read
     checked: list[tuple] = field(default_factory=list)  # the roots whose function counts as checked
@@ -307,31 +309,11 @@ def plan_selective(
         return None
     if any("SPMD001" in str(d) or "SPMD000" in str(d) for d in record.file_diags.values()):
         return None
-    changed_units: set[tuple] = set()
-    for i, (new, old) in enumerate(zip(outlines, record.outlines)):
-        if len(new.bodies) != len(old.bodies):  # functions added or removed: the record renamed to match
-            renamed = rekey(record, i, old, new) if spans is not None and i not in record.unmapped else None
-            if renamed is None:
-                return None
-            record, gone = renamed
-            changed_units |= gone
-    changed: set[str] = set()
-    shifted: set[str] = set()
-    outside: set[int] = set()  # files changed outside their bodies
-    for i, (new, old) in enumerate(zip(outlines, record.outlines)):
-        if new == old:
-            continue
-        if len(new.bodies) != len(old.bodies) or new.axes != old.axes or i in record.unmapped:
-            return None
-        if new.skeleton != old.skeleton:
-            if record.top_writers or importers is None:
-                return None  # a top level wrote to another's objects: what reads an edited one is unknown
-            outside.add(i)
-        changed.add(paths[i])
-        changed_units.update((i, k) for k, (a, b) in enumerate(zip(new.bodies, old.bodies)) if a != b)
-        moved = spans is not None and [tuple(x) for x in spans[i]] != [tuple(x) for x in record.spans[i]]
-        if moved or new.lengths != old.lengths or new.skeleton != old.skeleton:
-            shifted.add(paths[i])
+    edit = _edit(record, paths, outlines, spans, importers)
+    if edit is None:
+        return None
+    record = edit.record
+    changed_units = edit.units
     top = next((r for r in record.roots if r[0] == TOP), None)
     if top is None:
         return None
@@ -340,10 +322,10 @@ def plan_selective(
     # of those names, what changed is those names and the statements' bodies: the roots that read one or ran
     # one run again (`named`). Otherwise every root that ran code of that file, or of a file importing it
     # (directly or not: names travel through imports), runs again. The top level itself always runs again.
-    named = _changed_names(record, outlines, spans, outside, top[1]) if outside else set()
+    named = _changed_names(record, outlines, spans, edit.outside, top[1]) if edit.outside else set()
     readers: set[int] = set()
     if named is None:
-        todo = list(outside)
+        todo = list(edit.outside)
         while todo:
             i = todo.pop()
             if i not in readers:
@@ -351,16 +333,92 @@ def plan_selective(
                 todo.extend((importers or {}).get(i, ()))
     else:
         changed_units |= named
-    if not changed_units and not readers and not outside:
+    if not changed_units and not readers and not edit.outside:
         return None
     if changed_units.intersection(top[1]):
         return None
+    affected = _affected(record, changed_units, readers, edit.shifted)
+    # The writers run again too (in queue order, with the affected roots): they rebuild the state the roots after
+    # them read. One the edit reaches may write otherwise: only the whole program knows what reads it then.
+    writers = set(record.writers)
+    reached = {w for w in writers if w in affected or descends(w, affected)}
+    if reached and not described_writes(record, reached):
+        return None  # (with every write described, the run stands if each writer writes as before: engine/analyse.py)
+    for writer in writers:
+        node: tuple | None = writer
+        while node is not None:  # a nested writer runs when the root that queues it runs
+            affected.add(node)
+            node = parent(node)
+    needed = set(top[1]) | changed_units  # (a new function's body: its root runs, though no root ran it before)
+    for key, units, _, _ in record.roots:
+        if descends(key, affected):
+            needed.update(units)
+    elided = _left_out(record, paths, planned, spans, edit.changed, needed)
+    edited = {i for i, p in enumerate(paths) if p in edit.changed}
+    # an edit outside bodies that changed what a file imports may change which top level starts first in an
+    # import cycle (the order a part of the top levels replays): then every top level runs
+    same_imports = imports is not None and all(
+        i < len(record.imports) and imports[i] and imports[i] == record.imports[i] for i in edited
+    )
+    rerun = readers | edit.outside  # the top levels that run again whatever is read: the edited ones and their readers
+    top_only = _top_part(record, affected, top, edited, rerun, edit.shifted) if same_imports or not rerun else None
+    return Selective(affected, {r[0] for r in record.roots}, elided, record, edit.changed, top_only, bool(rerun))
+
+
+@dataclass
+class _Edit:
+    """What changed between the record and the files now."""
+
+    record: ProgramRecord  # the record, its roots renamed where functions were added or removed
+    units: set[tuple]  # the bodies (file, body) that changed or went away
+    changed: set[str] = field(default_factory=set)  # the files whose outline changed
+    shifted: set[str] = field(default_factory=set)  # the files whose lines moved (their diagnostics' positions)
+    outside: set[int] = field(default_factory=set)  # the files changed outside their bodies
+
+
+def _edit(
+    record: ProgramRecord,
+    paths: list[str],
+    outlines: list[Outline],
+    spans: list[list[tuple[int, int]]] | None,
+    importers: dict[int, set[int]] | None,
+) -> _Edit | None:
+    """The edit since the record; None when only the whole program can answer it."""
+    changed_units: set[tuple] = set()
+    for i, (new, old) in enumerate(zip(outlines, record.outlines)):
+        if len(new.bodies) != len(old.bodies):  # functions added or removed: the record renamed to match
+            renamed = rekey(record, i, old, new) if spans is not None and i not in record.unmapped else None
+            if renamed is None:
+                return None
+            record, gone = renamed
+            changed_units |= gone
+    edit = _Edit(record, changed_units)
+    for i, (new, old) in enumerate(zip(outlines, record.outlines)):
+        if new == old:
+            continue
+        if len(new.bodies) != len(old.bodies) or new.axes != old.axes or i in record.unmapped:
+            return None
+        if new.skeleton != old.skeleton:
+            if record.top_writers or importers is None:
+                return None  # a top level wrote to another's objects: what reads an edited one is unknown
+            edit.outside.add(i)
+        edit.changed.add(paths[i])
+        edit.units.update((i, k) for k, (a, b) in enumerate(zip(new.bodies, old.bodies)) if a != b)
+        moved = spans is not None and [tuple(x) for x in spans[i]] != [tuple(x) for x in record.spans[i]]
+        if moved or new.lengths != old.lengths or new.skeleton != old.skeleton:
+            edit.shifted.add(paths[i])
+    return edit
+
+
+def _affected(record: ProgramRecord, changed_units: set[tuple], readers: set[int], shifted: set[str]) -> set[tuple]:
+    """The roots to run again, to a fixed point: what runs again makes its consumers and the roots that queued it
+    run again."""
     from spmdcheck.diagnostics.render import display_path
 
     shown = [display_path(p) for p in shifted]
     affected: set[tuple] = set()
     grew = True
-    while grew:  # to a fixed point: what runs again makes its consumers and the roots that queued it run again
+    while grew:
         grew = False
         for key, units, providers, diags in record.roots:
             if key == TOP or key in affected:
@@ -384,21 +442,18 @@ def plan_selective(
                 if more - affected:
                     affected.update(more)
                     grew = True
-    # The writers run again too (in queue order, with the affected roots): they rebuild the state the roots after
-    # them read. One the edit reaches may write otherwise: only the whole program knows what reads it then.
-    writers = set(record.writers)
-    reached = {w for w in writers if w in affected or descends(w, affected)}
-    if reached and not described_writes(record, reached):
-        return None  # (with every write described, the run stands if each writer writes as before: api.py)
-    for writer in writers:
-        node: tuple | None = writer
-        while node is not None:  # a nested writer runs when the root that queues it runs
-            affected.add(node)
-            node = parent(node)
-    needed = set(top[1]) | changed_units  # (a new function's body: its root runs, though no root ran it before)
-    for key, units, _, _ in record.roots:
-        if descends(key, affected):
-            needed.update(units)
+    return affected
+
+
+def _left_out(
+    record: ProgramRecord,
+    paths: list[str],
+    planned: list[str],
+    spans: list[list[tuple[int, int]]] | None,
+    changed: set[str],
+    needed: set[tuple],
+) -> LeftOut:
+    """The planned texts with the bodies no root that runs needs left out."""
     elided = LeftOut()
     for i, path in enumerate(paths):
         if i in record.unmapped:
@@ -408,15 +463,7 @@ def plan_selective(
         left_out = [span for k, span in enumerate(now or ()) if (i, k) not in needed]
         if left_out:
             elided.plan(path, planned[i], left_out)
-    edited = {i for i, p in enumerate(paths) if p in changed}
-    # an edit outside bodies that changed what a file imports may change which top level starts first in an
-    # import cycle (the order a part of the top levels replays): then every top level runs
-    same_imports = imports is not None and all(
-        i < len(record.imports) and imports[i] and imports[i] == record.imports[i] for i in edited
-    )
-    rerun = readers | outside  # the top levels that run again whatever is read: the edited ones and their readers
-    top_only = _top_part(record, affected, top, edited, rerun, shifted) if same_imports or not rerun else None
-    return Selective(affected, {r[0] for r in record.roots}, elided, record, changed, top_only, bool(rerun))
+    return elided
 
 
 def _changed_names(

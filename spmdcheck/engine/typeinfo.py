@@ -15,10 +15,10 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 from spmdcheck.analysis.context import FileContext
 from spmdcheck.analysis.reveal import TypeView, merge_views, view_of
 from spmdcheck.analysis.values import Value
-from spmdcheck.api import Settings, check_source, check_sources
 from spmdcheck.diagnostics.render import Diagnostic, make
-from spmdcheck.frontend.inline_config import read_inline_config
+from spmdcheck.engine.check import check_source, check_sources
 from spmdcheck.rules.stubs import Registry
+from spmdcheck.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -59,17 +59,20 @@ class _Collector:
 
     def __init__(self) -> None:
         self.modules: dict[str, cst.Module] = {}
+        self.meshes: dict[str, tuple[str, ...]] = {}  # the mesh each file was analysed with (its header's or the run's)
         self.seen: dict[str, dict[int, tuple[cst.CSTNode, str, list[Value]]]] = {}
 
     def __call__(self, name: str, value: Value, node: cst.CSTNode, ctx: FileContext) -> None:
         self.modules[ctx.path] = ctx.module
+        self.meshes[ctx.path] = ctx.options.mesh
         entry = self.seen.setdefault(ctx.path, {}).setdefault(id(node), (node, name, []))
         entry[2].append(value)
 
-    def bindings(self, path: str, mesh: tuple[str, ...]) -> list[Binding]:
+    def bindings(self, path: str) -> list[Binding]:
         module = self.modules.get(path)
         if module is None:
             return []
+        mesh = tuple(self.meshes[path])
         positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
         out: list[Binding] = []
         for node, name, values in self.seen[path].values():
@@ -91,11 +94,6 @@ class _Collector:
         return sorted(out, key=lambda b: (b.line, b.column, b.name))
 
 
-def _mesh_of(text: str, settings: Settings) -> tuple[str, ...]:
-    inline = read_inline_config(text)
-    return tuple(inline.mesh if inline.mesh is not None else settings.mesh)
-
-
 def infer_source(
     text: str, path: str = "<string>", settings: Settings | None = None, registry: Registry | None = None
 ) -> TypedFile:
@@ -103,7 +101,7 @@ def infer_source(
     settings = settings or Settings()
     collector = _Collector()
     diagnostics = check_source(text, path, settings, registry, on_bind=collector)
-    return TypedFile(path, diagnostics, collector.bindings(path, _mesh_of(text, settings)))
+    return TypedFile(path, diagnostics, collector.bindings(path))
 
 
 def infer_files(paths: list[str], settings: Settings, registry: Registry | None = None) -> list[TypedFile]:
@@ -119,6 +117,6 @@ def infer_files(paths: list[str], settings: Settings, registry: Registry | None 
     diagnostics = check_sources(texts, settings, registry, on_bind=collector) if texts else {}
     return [
         unreadable.get(path)
-        or TypedFile(path, diagnostics.get(path, []), collector.bindings(path, _mesh_of(texts[path], settings)))
+        or TypedFile(path, diagnostics.get(path, []), collector.bindings(path))
         for path in paths
     ]

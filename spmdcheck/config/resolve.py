@@ -17,7 +17,7 @@ import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
-from spmdcheck import helper_stubs
+from spmdcheck.config import helper_stubs
 
 CONFIG_FILE_NAMES = ("spmdcheck.toml", ".spmdcheck.toml", "pyproject.toml")
 

@@ -48,7 +48,7 @@ def fix_in_memory(
     """The text after every round of fixes, and how many fixes were applied. `first`: the diagnostics of
     `text` already known (from the whole-program run), used for the first round instead of `check`;
     `newline`: the text's own line ending, for inserted lines."""
-    from spmdcheck.fixes import fix_text
+    from spmdcheck.fixes.apply import fix_text
     from spmdcheck.frontend.source import ParseFailure, parse
 
     applied = 0
@@ -75,7 +75,7 @@ def fix_diff(
 ) -> tuple[str, int]:
     """The unified diff the fixes would make to `path`, whose diagnostics are `diags`; and how many fixes.
     Later rounds check the file on its own (`check`)."""
-    from spmdcheck.fixes import decode
+    from spmdcheck.fixes.apply import decode
 
     try:
         source = decode(pathlib.Path(path).read_bytes())  # as the checker read it: coding cookie, BOM

@@ -1,10 +1,38 @@
-"""The options of `spmdcheck check`, grouped as in `--help`."""
+"""The command line's arguments (`spmdcheck --help`), and its exit statuses."""
 
 from __future__ import annotations
 
 import argparse
 
 from spmdcheck.report import ALIASES, FORMATS
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2  # nothing found; diagnostics found; usage or configuration error
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="spmdcheck", description="Static SPMD type checker for rank-local PyTorch code.")
+    sub = ap.add_subparsers(dest="command")
+    check = sub.add_parser("check", help="check files and folders (default: .)")
+    add_check_arguments(check)
+    # -- editor/inspection surface (issue 8 items 5-6) --
+    check.add_argument(
+        "--show-types",
+        action="store_true",
+        help="print every assignment's inferred SPMD type and gradient type instead of the diagnostics",
+    )
+    rule = sub.add_parser("rule", help="explain a rule by code or name (alias of explain), or list them with --all")
+    rule.add_argument("code", nargs="?", default=None)
+    rule.add_argument("--all", action="store_true", help="every rule")
+    rule.add_argument("--output-format", choices=("text", "json", "markdown"), default="text")
+    server = sub.add_parser("server", help="run the language server (stdio; needs the `lsp` extra)")
+    server.add_argument("--stdio", action="store_true", help="talk over stdin/stdout (the default and only transport)")
+    explain = sub.add_parser("explain", help="print the documentation of a diagnostic code")
+    explain.add_argument("code")
+    clean = sub.add_parser("clean", help="remove the result cache (.spmdcheck_cache/) of the project")
+    clean.add_argument("paths", nargs="*", default=None)
+    rules = sub.add_parser("rules", help="list every diagnostic code")
+    rules.add_argument("--output-format", choices=("text", "json"), default="text")
+    return ap
 
 
 def add_check_arguments(check: argparse.ArgumentParser) -> None:

@@ -1,0 +1,1 @@
+"""The driver: plan a run, analyse its programs (on worker processes), record and cache their results."""

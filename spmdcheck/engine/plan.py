@@ -1,0 +1,224 @@
+"""Planning a run: read the files, run the pre-pass, group the relevant files into programs."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple
+
+from spmdcheck.diagnostics.render import make
+from spmdcheck.engine.collection import without_cycle_collection
+from spmdcheck.frontend.source import ParseFailure
+from spmdcheck.frontend.source_file import SourceFile
+from spmdcheck.program import prepass
+from spmdcheck.program.graph import ModuleFile, ModuleGraph, build_graph, module_name_for
+from spmdcheck.rules.registry import load_registry
+from spmdcheck.settings import FileResult, Settings
+
+if TYPE_CHECKING:
+    from spmdcheck.engine.incremental import Outline
+    from spmdcheck.rules.stubs import Registry
+
+class FilePlan(NamedTuple):
+    """What the pre-pass's taint decided for a file."""
+
+    relevant: bool  # it can hold a finding by itself (else it is analysed only as an import of one)
+    blank: tuple[tuple[int, int], ...]  # the line spans of the bodies to empty before libcst parses it
+
+
+@dataclass
+class LoadedFile:
+    """A file of a run, as planning leaves it: its source (read once) and what the pre-pass found."""
+
+    path: str
+    source: SourceFile
+    relevant: bool  # can hold a finding by itself (types, collectives, ranks); else only as an import
+    blanked: str | None = None  # the text with inert function bodies emptied (the pre-pass), to parse
+    imports: frozenset[str] | None = None  # module names its imports may refer to (the pre-pass)
+    module: str = ""  # its module name (the pre-pass)
+    blank: tuple[tuple[int, int], ...] = ()  # the line spans emptied in `blanked`
+    cuts: tuple[tuple[int, int], ...] | None = None  # comments no analysis reads (prepass.comment_cuts)
+    shallow: bool = False  # no expression too deep for libcst (guard.shallow): parsed without the screen
+    spans: tuple[tuple[int, int], ...] | None = None  # every function body's lines (the pre-pass), if known
+    statements: tuple | None = None  # its module-level statements (prepass.statements), if known
+    content: str = ""  # its content hash, in a cached run
+    outline: Outline | None = None  # made once (engine.record.file_outlines)
+
+    @property
+    def text(self) -> str:
+        return self.source.text
+
+
+def load_file(path: str, settings: Settings) -> LoadedFile | FileResult:
+    """Read and decode a file; a FileResult when there is nothing to analyse (or it cannot be read)."""
+    try:
+        source = SourceFile.read(path)
+    except OSError as exc:
+        return FileResult(path, [make(path, "SPMD005", f"cannot read file: {exc.strerror}")])
+    if isinstance(source, ParseFailure):
+        return FileResult(path, [make(path, "SPMD001", source.message, source.line, source.column)])
+    return LoadedFile(path, source, relevant=True)
+
+
+def plan_programs(
+    paths: list[str],
+    settings: Settings,
+    registry: Registry | None = None,
+    mapper: Callable = map,
+    scans: list[prepass.FileScan | None] | None = None,
+    plans: dict[str, FilePlan] | None = None,
+    focus: frozenset[str] | None = None,
+) -> tuple[list[FileResult], list[list[LoadedFile]]]:
+    """Read the files and group them into programs: the relevant files and the checked files they import,
+    split into the connected parts of the import graph (each part is analysed as one program).
+
+    With a `focus` (the files to report; the others are their project context), only the focus files
+    and the files that import one of them, directly or not, start programs: code that never imports a
+    focus file cannot call it, and its findings would not be reported.
+
+    The pre-pass (`scan_files`, run through `mapper` on worker processes, unless its `scans` are
+    given, and `taint`, unless its `plans` are) decides which files are relevant and blanks inert
+    function bodies; with
+    SPMDCHECK_NO_PREPASS=1 every file is relevant.
+    """
+    done: list[FileResult] = []
+    loaded: dict[str, LoadedFile] = {}
+    if prepass.enabled():
+        if scans is None:
+            scans = scan_files(paths, settings, registry, mapper, for_cache=False)  # no cache: see `scan_files`
+        if plans is None:
+            plans = taint(scans)
+        graph = graph_of_scans([s for s in scans if s is not None])
+        for path, scan in zip(paths, scans):
+            item = load_file(path, settings)
+            if isinstance(item, FileResult) or scan is None:
+                done.append(item if isinstance(item, FileResult) else FileResult(path, skipped=True))
+                continue
+            item.relevant, blank = plans[path].relevant, plans[path].blank
+            item.imports, item.module, item.cuts, item.shallow = scan.imports, scan.module, scan.cuts, scan.shallow
+            item.statements = scan.statements
+            item.spans = scan.spans()
+            if blank:
+                item.blanked = prepass.blank_bodies(item.text, blank)
+                item.blank = blank
+            loaded[path] = item
+    else:
+        for path in paths:
+            item = load_file(path, settings)
+            if isinstance(item, FileResult):
+                done.append(item)
+            else:
+                loaded[path] = item
+        graph = build_graph({p: f.text for p, f in loaded.items()})
+    name_of = {m.path: m.name for m in graph.modules.values()}
+    path_of = {m.name: m.path for m in graph.modules.values()}
+    starts = set(loaded) if focus is None else _importers_closure(graph, name_of, path_of, focus)
+    wanted: set[str] = set()
+    for path, item in loaded.items():
+        if item.relevant and path in starts:
+            wanted.add(path)
+            if path in name_of:
+                wanted.update(path_of[n] for n in graph.imports_closure(name_of[path]))
+    done += [FileResult(p, skipped=True) for p in loaded if p not in wanted]
+    # connected parts (imports in either direction) among the wanted files
+    parent = {p: p for p in wanted}
+
+    def find(p: str) -> str:
+        while parent[p] != p:
+            parent[p] = parent[parent[p]]
+            p = parent[p]
+        return p
+
+    for path in wanted:
+        for target in graph.edges.get(name_of.get(path, ""), ()):
+            other = path_of.get(target)
+            if other in parent:
+                parent[find(path)] = find(other)
+    groups: dict[str, list[LoadedFile]] = {}
+    for path in sorted(wanted):
+        groups.setdefault(find(path), []).append(loaded[path])
+    return done, list(groups.values())
+
+
+def _importers_closure(
+    graph: ModuleGraph, name_of: dict[str, str], path_of: dict[str, str], focus: frozenset[str]
+) -> set[str]:
+    """The focus paths and the paths of every module that imports one of them, directly or not."""
+    importers: dict[str, set[str]] = {}
+    for source, targets in graph.edges.items():
+        for target in targets:
+            importers.setdefault(target, set()).add(source)
+    seen = {name_of[p] for p in focus if p in name_of}
+    todo = list(seen)
+    while todo:
+        for source in importers.get(todo.pop(), ()):
+            if source not in seen:
+                seen.add(source)
+                todo.append(source)
+    return set(focus) | {path_of[n] for n in seen if n in path_of}
+
+
+def program_graph(files: list[LoadedFile]) -> ModuleGraph:
+    """What `build_graph` makes of the program's texts, from the imports the pre-pass found."""
+    graph = ModuleGraph()
+    modules = [module_name_for(f.path, os.path.exists) for f in files]
+    for module in modules:
+        graph.modules.setdefault(module.name, module)
+    for module, f in zip(modules, files):
+        if graph.modules.get(module.name) is module:
+            graph.edges[module.name] = {n for n in f.imports or () if n in graph.modules and n != module.name}
+    return graph
+
+
+def scan_files(
+    paths: list[str],
+    settings: Settings,
+    registry: Registry | None,
+    mapper: Callable = map,
+    seeds: frozenset[str] | None = None,
+    for_cache: bool = True,
+) -> list[prepass.FileScan | None]:
+    """The pre-pass over `paths`, before the taint (None for a file that cannot be read); `seeds`
+    (from the cache) spare loading the registry. `for_cache`: also what only the result cache reads (each
+    file's comment cuts and module-level statements: `prepass.scan`); a run without the cache does without."""
+    if not paths:
+        return []
+    if seeds is None:
+        seeds = seed_words_for(settings, registry)
+    return list(mapper(_scan_path, [(p, seeds, for_cache) for p in paths]))
+
+
+def taint(scans: list[prepass.FileScan | None]) -> dict[str, FilePlan]:
+    """`prepass.spread` over the scans of a run: each file's relevance and the spans to blank in it."""
+    present = [s for s in scans if s is not None]
+    prepass.spread(present)
+    return {s.path: FilePlan(s.relevant or s.whole, prepass.plan(s).blank) for s in present}
+
+
+def seed_words_for(settings: Settings, registry: Registry | None = None) -> frozenset[str]:
+    registry = registry if registry is not None else load_registry(settings.stub_path)
+    return prepass.seed_words(registry, bool(settings.mesh))
+
+
+def _scan_path(item: tuple[str, frozenset[str], bool]) -> prepass.FileScan | None:
+    path, seeds, for_cache = item
+    try:
+        data = pathlib.Path(path).read_bytes()
+    except OSError:
+        return None  # load_file reports it
+    with without_cycle_collection():
+        return prepass.scan(path, data, seeds, for_cache=for_cache)
+
+
+def graph_of_scans(scans: list[prepass.FileScan]) -> ModuleGraph:
+    """The module graph from the pre-pass's imports (what `build_graph` computes, without parsing again)."""
+    graph = ModuleGraph()
+    files = [ModuleFile(s.module, s.path, os.path.basename(s.path) == "__init__.py") for s in scans]
+    for module in files:
+        graph.modules.setdefault(module.name, module)
+    for module, scan in zip(files, scans):
+        if graph.modules.get(module.name) is module:
+            graph.edges[module.name] = {n for n in scan.imports if n in graph.modules and n != module.name}
+    return graph
