@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import functools
 import gc
-import hashlib
 import os
 import pathlib
 from collections.abc import Callable, Iterator, Mapping
@@ -30,7 +28,7 @@ from spmdcheck.frontend.source import (
     read_source_bytes,
 )
 from spmdcheck.program.graph import ModuleFile, ModuleGraph, build_graph, module_name_for
-from spmdcheck.rules.cache import CacheError, dump_registry, load_cached_registry
+from spmdcheck.rules.cache import cached_registry, forget_registries
 from spmdcheck.rules.stubs import Registry, load_stub_dirs
 
 if TYPE_CHECKING:  # libcst and the analysis load when a file is analysed: a cached run never needs them
@@ -76,30 +74,13 @@ def _cache_dir() -> pathlib.Path:
     return pathlib.Path(base)
 
 
-@functools.lru_cache(maxsize=8)
 def load_registry(stub_path: tuple[str, ...] = ()) -> Registry:
-    """Shipped stubs, then the user's stub directories; cached on disk by the files' stamps."""
-    from spmdcheck import __version__
-
+    """Shipped stubs, then the user's stub directories; cached (in memory and on disk) by the stubs' text."""
     dirs = [shipped_stubs(), *(pathlib.Path(p) for p in stub_path)]
-    stamp = hashlib.sha256(__version__.encode())
-    for d in dirs:
-        stamp.update(str(d).encode())
-        if d.is_dir():
-            for p in sorted(d.rglob("*.pyi")):
-                st = p.stat()
-                stamp.update(f"{p}:{st.st_mtime_ns}:{st.st_size}".encode())
-    # plain JSON with a format number and a hash (rules.cache): the folder is user-writable, never unpickle
-    cache = _cache_dir() / f"registry-{stamp.hexdigest()[:24]}.json"
-    registry = load_cached_registry(cache, stamp.hexdigest())
-    if registry is not None:
-        return registry
-    registry = load_stub_dirs(dirs)
-    try:
-        dump_registry(registry, cache, stamp.hexdigest())
-    except (OSError, CacheError):
-        pass  # a read-only home: just no cache
-    return registry
+    return cached_registry(dirs, load_stub_dirs, _cache_dir())
+
+
+load_registry.cache_clear = forget_registries  # type: ignore[attr-defined]
 
 
 def _selected(code: str, settings: Settings) -> bool:

@@ -272,6 +272,9 @@ def _check(args: argparse.Namespace) -> int:
     from spmdcheck.discovery import discover
 
     defer_cycle_collection()  # this process ends with the run
+    from spmdcheck.rules.cache import use_disk_cache
+
+    use_disk_cache(not args.no_cache)  # --no-cache bypasses the stub registry's cache too
     status = EXIT_CLEAN
     paths = args.paths or ["."]
     for pattern in (*_split(args.select), *_split(args.extend_select), *_split(args.ignore)):
