@@ -405,9 +405,13 @@ def _report(args: argparse.Namespace, diags: list, files: int, stdin_text: str |
     # with `-` and --fix, stdout holds the fixed source (as ruff does), so the report goes to stderr
     out = sys.stderr if args.fix and args.paths == ["-"] and not args.diff else sys.stdout
     if args.write_baseline:
-        from spmdcheck.baseline import write_baseline
+        from spmdcheck.baseline import BaselineError, write_baseline
 
-        count = write_baseline(pathlib.Path(args.write_baseline), diags, sources)
+        try:
+            count = write_baseline(pathlib.Path(args.write_baseline), diags, sources)
+        except BaselineError as exc:
+            print(f"spmdcheck: {exc}", file=sys.stderr)
+            return EXIT_USAGE
         print(f"spmdcheck: wrote {count} finding(s) to the baseline {args.write_baseline}", file=sys.stderr)
         return status
     if args.baseline:
