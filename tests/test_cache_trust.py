@@ -280,3 +280,13 @@ def test_write_baseline_to_a_bad_path_is_a_one_line_error(project, home, where):
     assert "Traceback" not in proc.stderr
     assert [line for line in proc.stderr.splitlines() if "cannot write the baseline" in line]
     assert not [p for p in project.rglob("*.tmp")]
+
+
+# ----------------------------------------------------------------- the fuzzer's hostile caches
+@pytest.mark.skipif(sys.platform != "linux", reason="FIFOs, /dev/zero, RLIMIT_AS")
+def test_randomly_damaged_caches_change_nothing(tmp_path):
+    from fuzz.hostile_cache import fuzz
+
+    examples = 6 * int(os.environ.get("SPMDCHECK_FUZZ_EXAMPLES", "1"))
+    failures = [v for v in fuzz(examples, seed=19, workdir=tmp_path) if not v.ok]
+    assert not failures, "\n".join(f"{v.case}: {v.problems}" for v in failures)
