@@ -93,11 +93,14 @@ def _snapshot(folder: pathlib.Path) -> dict[str, str]:
     return out
 
 
-def _targets(cache: pathlib.Path) -> list[pathlib.Path]:
-    names = [p for p in cache.iterdir()]
+def _targets(cache: pathlib.Path) -> tuple[list[pathlib.Path], list[pathlib.Path]]:
+    """The entries a run reads or writes first (the stores, the units and records folders, the tag files),
+    and every entry (those, the owner seal, and a few files of each subfolder)."""
+    names = sorted(cache.iterdir())
+    first = [p for p in names if p.name != ".owner" and not p.name.startswith(".tmp")]
     for folder in [p for p in names if p.is_dir() and not p.is_symlink()]:
         names += sorted(folder.iterdir())[:3]
-    return sorted(names)
+    return first, names
 
 
 def damage(path: pathlib.Path, how: str, outside: pathlib.Path, rng: random.Random) -> None:
@@ -125,7 +128,7 @@ def damage(path: pathlib.Path, how: str, outside: pathlib.Path, rng: random.Rand
             (target / f"precious{i}.json").write_text("{}")
         path.symlink_to(target, target_is_directory=True)
     elif how == "dangling-symlink":
-        path.symlink_to(outside / f"absent-{rng.randrange(10**6)}" / "x")
+        path.symlink_to(outside / f"absent-{rng.randrange(10**6)}")  # a write through it would create it
     elif how == "fifo":
         os.mkfifo(path)
     elif how == "dev-zero":
@@ -141,6 +144,7 @@ def damage(path: pathlib.Path, how: str, outside: pathlib.Path, rng: random.Rand
         doc = document if isinstance(document, dict) else {"version": 8}
         if "results" in doc and isinstance(doc["results"], dict):  # the forgery the gate must not believe
             doc["results"] = {p: [False, []] for p in doc["results"]}
+            doc["programs"] = {k: {p: [] for p in v} for k, v in doc.get("programs", {}).items()}
         payload = json.dumps(doc).encode()
         if how == "foreign-seal":
             payload = b"spmdcheck-hmac-sha256 " + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload
@@ -157,15 +161,20 @@ def run_case(seed: int, workdir: pathlib.Path, env: dict, honest: subprocess.Com
     (project / "pyproject.toml").write_text('[tool.spmdcheck]\nmesh = ["tp"]\n')
     first = _run(project, env)
     problems = [] if first.stdout == honest.stdout else ["the first run differs from a run without the cache"]
-    if rng.random() < 0.5:  # new content: the next run also writes scans, units and records
-        (project / "bad.py").write_text(PROGRAM + "\nw = z\n")
-        honest = _run(project, env, "--no-cache")
     cache = project / ".spmdcheck_cache"
     steps = []
-    for path in rng.sample(_targets(cache), k=min(3, rng.randrange(1, 4))):
+    first, every = _targets(cache)
+    chosen = [rng.choice(first)]
+    chosen += [p for p in rng.sample(every, k=rng.randrange(0, 3)) if p not in chosen]
+    damages = {path: rng.choice(DAMAGES) for path in chosen}
+    forged = any(h in ("unsealed-json", "foreign-seal") and p.name.startswith("results-") for p, h in damages.items())
+    subfolder = any(p.parent == cache and p.name.startswith(("units-", "records-")) for p in damages)
+    if subfolder or (not forged and rng.random() < 0.5):  # the next run writes scans, units and records
+        (project / "bad.py").write_text(PROGRAM + "\nw = z\n")  # (a forged store is read with no edit)
+        honest = _run(project, env, "--no-cache")
+    for path, how in damages.items():
         if not os.path.lexists(path):  # inside a folder damaged before it
             continue
-        how = rng.choice(DAMAGES)
         steps.append(f"{path.relative_to(cache)}: {how}")
         damage(path, how, outside, rng)
     before_outside = _snapshot(outside)
