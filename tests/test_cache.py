@@ -75,7 +75,8 @@ def test_cache_folder_is_tagged_and_ignored_by_git(project):
     assert (folder / "CACHEDIR.TAG").read_text().startswith("Signature: 8a477f597d28d172789f06886806bc55")
     assert (folder / ".gitignore").read_text().splitlines()[-1] == "*"
     stores = list(folder.glob("results-*.json"))
-    assert len(stores) == 1 and json.loads(stores[0].read_text())["version"] >= 1
+    seal, document = stores[0].read_text().split("\n", 1)  # the seal line (cache_trust), then the JSON
+    assert len(stores) == 1 and seal.startswith("spmdcheck-hmac-sha256 ") and json.loads(document)["version"] >= 1
 
 
 def test_warm_run_prints_the_same_bytes(project):
@@ -104,26 +105,43 @@ def test_editing_an_imported_file_invalidates_its_importers(project):
     assert ("layers.py", 10, "SPMD302") in _codes(_check(project))
 
 
+def _open_sealed(path):
+    """A cache document and the name its seal covers (the store files are sealed: cache_trust)."""
+    from spmdcheck.cache_trust import secret_key, unseal
+
+    name = path.name if path.parent.name == ".spmdcheck_cache" else f"{path.parent.name}/{path.name}"
+    return json.loads(unseal(secret_key(), name, path.read_bytes())), name
+
+
+def _reseal(path, name, doc):
+    """Write `doc` sealed with this account's key: a malformed document the checker itself could have
+    written (a bug), which the validation of every field must still refuse."""
+    from spmdcheck.cache_trust import seal, secret_key
+
+    path.write_bytes(seal(secret_key(), name, json.dumps(doc).encode()))
+
+
 def test_a_corrupted_cache_is_ignored(project):
     first = _check(project)
     for store in (project / ".spmdcheck_cache").glob("results-*.json"):
-        doc = json.loads(store.read_text())
+        doc, name = _open_sealed(store)
         for entry in doc["results"].values():
             entry[1] = [["not", "a", "diagnostic"]]
         doc["programs"] = {k: {"x": 3} for k in doc["programs"]}
         doc["tree"] = "stale"  # so the programs and scans are consulted
-        store.write_text(json.dumps(doc))
+        _reseal(store, name, doc)
     for index in (project / ".spmdcheck_cache").glob("index-*.json"):
-        doc = json.loads(index.read_text())
+        doc, name = _open_sealed(index)
         doc["files"] = {p: [entry[0], "not a hash", "garbage"] for p, entry in doc["files"].items()}
-        index.write_text(json.dumps(doc))
+        _reseal(index, name, doc)
     assert _check(project).stdout == first.stdout
     for units in (project / ".spmdcheck_cache").glob("units-*/*.json"):
-        units.write_text(json.dumps({"units": [["garbage"]]}))
+        doc, name = _open_sealed(units)
+        _reseal(units, name, {**doc, "units": [["garbage"]]})
     for store in (project / ".spmdcheck_cache").glob("results-*.json"):
-        doc = json.loads(store.read_text())
+        doc, name = _open_sealed(store)
         doc["tree"], doc["taint"] = "stale", ["stale", {"x": 1}]
-        store.write_text(json.dumps(doc))
+        _reseal(store, name, doc)
     assert _check(project).stdout == first.stdout
     for store in (project / ".spmdcheck_cache").glob("**/*.json"):
         store.write_bytes(b"\x80not json")

@@ -34,8 +34,10 @@ if TYPE_CHECKING:
 def check(args: argparse.Namespace) -> int:
     from spmdcheck.config.resolve import ConfigError, ConfigResolver
     from spmdcheck.engine.collection import defer_cycle_collection
+    from spmdcheck.rules.cache import use_disk_cache
 
     defer_cycle_collection()  # this process ends with the run
+    use_disk_cache(not args.no_cache)  # --no-cache bypasses the stub registry's cache too
     paths = args.paths or ["."]
     if not _arguments_valid(args):
         return EXIT_USAGE
@@ -252,9 +254,13 @@ def report(args: argparse.Namespace, diags: list, files: int, stdin_text: str | 
     # with `-` and --fix, stdout holds the fixed source (as ruff does), so the report goes to stderr
     out = sys.stderr if args.fix and args.paths == ["-"] and not args.diff else sys.stdout
     if args.write_baseline:
-        from spmdcheck.report.baseline import write_baseline
+        from spmdcheck.report.baseline import BaselineError, write_baseline
 
-        count = write_baseline(pathlib.Path(args.write_baseline), diags, sources)
+        try:
+            count = write_baseline(pathlib.Path(args.write_baseline), diags, sources)
+        except BaselineError as exc:
+            print(f"spmdcheck: {exc}", file=sys.stderr)
+            return EXIT_USAGE
         print(f"spmdcheck: wrote {count} finding(s) to the baseline {args.write_baseline}", file=sys.stderr)
         return status
     if args.baseline:

@@ -79,7 +79,9 @@ def add_check_arguments(check: argparse.ArgumentParser) -> None:
         "files then give them no types)",
     )
     config.add_argument(
-        "--no-cache", action="store_true", help="neither read nor write the result cache (.spmdcheck_cache/)"
+        "--no-cache",
+        action="store_true",
+        help="neither read nor write any cache: the result cache (.spmdcheck_cache/) nor the stub registry's",
     )
     config.add_argument(
         "--force-exclude", action="store_true", help="apply excludes to files named on the command line"

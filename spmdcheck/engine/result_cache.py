@@ -5,6 +5,11 @@ version and source, settings, stub files, Python) and the file's content hash, a
 hashes of every checked file it imports, directly or not (whole-program analysis reads them).
 The store is one JSON document per run key with a version field, written atomically; it is data
 only (never pickle), and an entry that does not have the expected shape is ignored.
+
+The folder can come with the project (a pull request can add one), so nothing in it is trusted that
+this account did not write on this machine: every file is sealed with the user's key and read only
+through `cache_trust` (no symlink, no FIFO or device, a size cap), every field read is validated, and a
+cache folder tracked by git is not used at all (docs/robustness.md, "The caches trust only themselves").
 """
 
 from __future__ import annotations
@@ -14,17 +19,29 @@ import json
 import os
 import pathlib
 import shutil
+import stat
+import subprocess
 import sys
 import tempfile
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from spmdcheck.cache_trust import (
+    is_own_folder,
+    make_own_folder,
+    read_regular,
+    secret_key,
+    unseal,
+    user_cache_root,
+    write_sealed,
+)
+
 if TYPE_CHECKING:
     from spmdcheck.diagnostics.render import Diagnostic
     from spmdcheck.settings import Settings
 
-FORMAT_VERSION = 7
+FORMAT_VERSION = 8  # 8: every file sealed with the user's key (cache_trust)
 DIRNAME = ".spmdcheck_cache"
 CACHEDIR_TAG = (
     "Signature: 8a477f597d28d172789f06886806bc55\n"
@@ -33,34 +50,118 @@ CACHEDIR_TAG = (
 )
 
 
-def user_cache_root() -> pathlib.Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return pathlib.Path(base) / "spmdcheck"
+OWNER_FILE = ".owner"  # sealed: which folder (path, device, inode) this account made its cache
+STORE_CAP = 512 << 20  # bytes read at most from a store file (results, index, vocabulary)
+ENTRY_CAP = 64 << 20  # from one file of units/ or records/
+_SMALL_CAP = 4096  # CACHEDIR.TAG, .gitignore, the owner file
+MAX_POSITION = 10**7  # lines and columns beyond this are no position the checker reports
 
 
 def _prepare(directory: pathlib.Path) -> bool:
-    """Create the folder with its CACHEDIR.TAG and a `.gitignore` of `*`; False when not writable."""
+    """Give an own cache folder its CACHEDIR.TAG and a `.gitignore` of `*`, repairing them when they are
+    not exactly that (a full disk leaves them empty; a symlink or FIFO in their place is replaced, never
+    written through); False when the folder is not writable."""
+    for name, text in (("CACHEDIR.TAG", CACHEDIR_TAG), (".gitignore", "# created by spmdcheck\n*\n")):
+        target = directory / name
+        if read_regular(target, _SMALL_CAP) != text.encode():
+            if not _replace_with(target, text.encode()):
+                return False
+    return os.access(directory, os.W_OK)
+
+
+def _replace_with(target: pathlib.Path, data: bytes) -> bool:
+    """Write `data` to a temporary file beside `target`, then rename it over whatever `target` is."""
+    tmp = None
     try:
-        if directory.is_symlink():
-            return False
-        directory.mkdir(parents=True, exist_ok=True)
-        for name, text in (("CACHEDIR.TAG", CACHEDIR_TAG), (".gitignore", "# created by spmdcheck\n*\n")):
-            target = directory / name
-            if not target.is_file():
-                target.write_text(text, encoding="utf-8")
-        return os.access(directory, os.W_OK)
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=target.parent)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, target)
+        return True
     except OSError:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
         return False
 
 
+def _owner_stamp(directory: pathlib.Path) -> bytes | None:
+    try:
+        st = os.lstat(directory)
+    except OSError:
+        return None
+    return f"{os.path.realpath(directory)}\0{st.st_dev}\0{st.st_ino}".encode("utf-8", "surrogateescape")
+
+
+def _owned_cache(directory: pathlib.Path, key: bytes) -> bool:
+    """The folder holds this account's seal for its own path, device and inode: this account made it
+    here (a clone, checkout or copy of a cache folder is a new inode, and has no valid seal)."""
+    stamp = _owner_stamp(directory)
+    data = read_regular(directory / OWNER_FILE, _SMALL_CAP)
+    return stamp is not None and data is not None and unseal(key, OWNER_FILE, data) == stamp
+
+
+def _claim(directory: pathlib.Path, key: bytes) -> bool:
+    stamp = _owner_stamp(directory)
+    return stamp is not None and write_sealed(directory / OWNER_FILE, key, OWNER_FILE, stamp)
+
+
+def tracked_by_git(directory: pathlib.Path) -> bool:
+    """Whether git tracks a file under `directory`. Asked only of a folder this account did not make
+    (`_owned_cache`), so once per new folder, never on a warm run. fsmonitor is turned off: a hostile
+    repository's own config must not make this call run a program."""
+    try:
+        proc = subprocess.run(
+            ["git", "-c", "core.fsmonitor=false", "ls-files", "-z", "--", directory.name],
+            cwd=directory.parent,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=60,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return False  # no git, or no answer: the folder's files are still never trusted unsealed
+    return proc.returncode == 0 and bool(proc.stdout)
+
+
+def _usable(directory: pathlib.Path, key: bytes) -> bool:
+    """`directory` is (or now is) this account's cache folder, ready for use."""
+    if os.path.lexists(directory):
+        if not is_own_folder(directory):  # a symlink, a file, another account's folder: left alone
+            return False
+        if not _owned_cache(directory, key):
+            if tracked_by_git(directory):
+                print(
+                    f"spmdcheck: warning: {directory} is tracked by git: it is not used as a cache",
+                    file=sys.stderr,
+                )
+                return False
+            if not _claim(directory, key):
+                return False
+    else:
+        try:
+            directory.parent.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            return False
+        if not make_own_folder(directory) or not _claim(directory, key):
+            return False
+    return _prepare(directory)
+
+
 def locate(root: pathlib.Path) -> pathlib.Path | None:
-    """`<root>/.spmdcheck_cache`, or a folder of the user cache dir named after the root."""
+    """`<root>/.spmdcheck_cache`, or a folder of the user cache dir named after the root; None when
+    neither can be used, or when there is no key to seal the cache with (then nothing is cached)."""
+    key = secret_key()
+    if key is None:
+        return None
     local = root / DIRNAME
-    if _prepare(local):
+    if _usable(local, key):
         return local
     digest = hashlib.sha256(str(root.resolve()).encode("utf-8", "surrogateescape")).hexdigest()[:16]
     fallback = user_cache_root() / "projects" / digest
-    return fallback if _prepare(fallback) else None
+    return fallback if _usable(fallback, key) else None
 
 
 def remove(root: pathlib.Path) -> list[pathlib.Path]:
@@ -144,6 +245,7 @@ class ResultCache:
 
     file: pathlib.Path
     key: str
+    secret: bytes | None = None  # the user's key (cache_trust): without it nothing is read or written
     _index: dict[str, tuple[str, str, object]] | None = None
     _new_units: dict[str, tuple[str, object]] = field(default_factory=dict)
     programs: dict[str, dict[str, list[list[Any]]]] = field(default_factory=dict)
@@ -155,11 +257,13 @@ class ResultCache:
     dirty: bool = False
     scans_dirty: bool = False
     digests: dict[str, tuple[str, str]] = field(default_factory=dict)  # path -> (contents+blanks, analysed digest)
+    _own_folders: dict[pathlib.Path, bool] = field(default_factory=dict)
 
     @classmethod
     def open(cls, directory: pathlib.Path, key: str) -> ResultCache:
-        cache = cls(directory / f"results-{key[:24]}.json", key)
-        doc = cache._read(cache.file)
+        """The store of run `key` in `directory`, a folder `locate` returned (an own folder)."""
+        cache = cls(directory / f"results-{key[:24]}.json", key, secret_key())
+        doc = cache._read(cache.file, STORE_CAP)
         if doc is None:
             return cache
         errors = doc.get("stub_errors")
@@ -186,14 +290,45 @@ class ResultCache:
             cache.tree, cache.results = tree, {p: (r[0], r[1]) for p, r in results.items()}
         return cache
 
-    def _read(self, path: pathlib.Path) -> dict | None:
+    def _name(self, path: pathlib.Path) -> str:
+        """`path`'s name inside the cache folder, which its seal covers (`units-<key>/<hash>.json`)."""
+        return path.name if path.parent == self.file.parent else f"{path.parent.name}/{path.name}"
+
+    def _in_own_folder(self, path: pathlib.Path, create: bool = False) -> bool:
+        """`path` is in the cache folder or one of its own (not symlinked) subfolders, made if `create`."""
+        folder = path.parent
+        if folder == self.file.parent or self._own_folders.get(folder):
+            return True
+        own = make_own_folder(folder) if create else is_own_folder(folder)
+        if own or create:
+            self._own_folders[folder] = own
+        return own
+
+    def _read(self, path: pathlib.Path, cap: int = ENTRY_CAP) -> dict | None:
+        """A document this account wrote for this run key at `path`, or None (absent, foreign, damaged)."""
+        if self.secret is None or not self._in_own_folder(path):
+            return None
+        data = read_regular(path, cap)
+        payload = unseal(self.secret, self._name(path), data) if data is not None else None
+        if payload is None:
+            return None
         try:
-            doc = json.loads(path.read_bytes())
-        except (OSError, ValueError, UnicodeDecodeError, RecursionError):
+            doc = json.loads(payload)
+        except (ValueError, UnicodeDecodeError, RecursionError):
             return None
         if isinstance(doc, dict) and doc.get("version") == FORMAT_VERSION and doc.get("key") == self.key:
             return doc
         return None
+
+    def _write(self, target: pathlib.Path, doc: dict) -> None:
+        """Seal and write `doc` atomically, only inside the cache folder and its own subfolders."""
+        if self.secret is None or not self._in_own_folder(target, create=True):
+            return
+        try:
+            payload = json.dumps(doc, separators=(",", ":")).encode()  # dumps: the C encoder, ten times faster
+        except (TypeError, ValueError):
+            return
+        write_sealed(target, self.secret, self._name(target), payload)
 
     def _sibling(self, kind: str) -> pathlib.Path:
         return self.file.with_name(self.file.name.replace("results-", f"{kind}-", 1))
@@ -202,7 +337,7 @@ class ResultCache:
     def index(self) -> dict[str, tuple[str, str, object]]:
         if self._index is None:
             self._index = {}
-            for path, entry in _dict((self._read(self._sibling("index")) or {}).get("files")).items():
+            for path, entry in _dict((self._read(self._sibling("index"), STORE_CAP) or {}).get("files")).items():
                 if (
                     isinstance(entry, list)
                     and len(entry) == 3
@@ -225,23 +360,15 @@ class ResultCache:
         return doc.get("record") if doc is not None and doc.get("shape") == shape else None
 
     def store_record(self, shape: str, record: dict) -> None:
-        try:
-            self.records_dir.mkdir(parents=True, exist_ok=True)
-        except OSError:
-            return
         doc = {"version": FORMAT_VERSION, "key": self.key, "shape": shape, "record": record}
-        _write_atomically(self._record_file(shape), doc)
+        self._write(self._record_file(shape), doc)
 
     def prune_records(self, live: Iterable[str]) -> None:
         """Keep the records of this run's programs, and of KEEP_RECORDS others, most recent first."""
         keep = {self._record_file(shape).name for shape in live}
-        try:
-            others = [p for p in self.records_dir.iterdir() if p.name not in keep]
-            others.sort(key=lambda p: p.stat().st_mtime, reverse=True)
-            for stale in others[KEEP_RECORDS:]:
-                stale.unlink()
-        except OSError:
-            pass
+        if not is_own_folder(self.records_dir):  # a symlink to elsewhere: nothing there is ours to delete
+            return
+        _unlink_oldest(self.records_dir, keep, KEEP_RECORDS)
 
     @property
     def units_dir(self) -> pathlib.Path:
@@ -268,7 +395,7 @@ class ResultCache:
 
     def vocabulary(self) -> set[str] | None:
         """The names the last taint's units bind, call as methods or read as `self.<attr>` (read on demand)."""
-        doc = self._read(self._sibling("vocabulary"))
+        doc = self._read(self._sibling("vocabulary"), STORE_CAP)
         words = doc.get("words") if doc is not None else None
         if isinstance(words, list) and all(isinstance(w, str) for w in words) and doc.get("taint") == self.taint[0]:
             return set(words)
@@ -276,7 +403,7 @@ class ResultCache:
 
     def set_vocabulary(self, taint_key: str, words: list[str]) -> None:
         doc = {"version": FORMAT_VERSION, "key": self.key, "taint": taint_key, "words": words}
-        _write_atomically(self._sibling("vocabulary"), doc)
+        self._write(self._sibling("vocabulary"), doc)
 
     def set_taint(self, key: str, plans: dict[str, list]) -> None:
         if self.taint != (key, plans):
@@ -331,21 +458,14 @@ class ResultCache:
         }
         if self.scans_dirty:
             head = {"version": FORMAT_VERSION, "key": self.key}
-            try:
-                self.units_dir.mkdir(exist_ok=True)
-            except OSError:
-                pass
             for path, (content, units) in self._new_units.items():
-                _write_atomically(self._units_file(path, content), {**head, "path": path, "units": units})
+                self._write(self._units_file(path, content), {**head, "path": path, "units": units})
             self._new_units.clear()
-            _write_atomically(self._sibling("index"), {**head, "files": {p: list(e) for p, e in self.index.items()}})
+            self._write(self._sibling("index"), {**head, "files": {p: list(e) for p, e in self.index.items()}})
             live = {self._units_file(p, e[0]).name for p, e in self.index.items()}
-            try:
-                for stale in [u for u in self.units_dir.iterdir() if u.name not in live]:
-                    stale.unlink()
-            except OSError:
-                pass
-        _write_atomically(self.file, doc)
+            if is_own_folder(self.units_dir):  # a symlink to elsewhere: nothing there is ours to delete
+                _unlink_oldest(self.units_dir, live, 0)
+        self._write(self.file, doc)
         self.dirty = self.scans_dirty = False
         _prune(self.file.parent)
 
@@ -356,35 +476,41 @@ KEEP_RECORDS = 64  # records of programs not in the last run (incremental.py) ke
 
 
 def _prune(directory: pathlib.Path) -> None:
-    """Drop the stores of all but the most recently written run keys."""
+    """Drop the stores of all but the most recently written run keys (names only: a symlink is removed,
+    never followed; rmtree refuses a symlinked folder)."""
     try:
-        stores = sorted(directory.glob("results-*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
+        stores = [(os.lstat(p).st_mtime, p) for p in directory.glob("results-*.json")]
     except OSError:
         return
-    for old in stores[KEEP_STORES:]:
+    stores.sort(reverse=True)
+    for _, old in stores[KEEP_STORES:]:
         siblings = [old.with_name(old.name.replace("results-", f"{kind}-", 1)) for kind in ("index", "vocabulary")]
         for path in [old, *siblings]:
             try:
                 path.unlink()
             except OSError:
                 pass
-        shutil.rmtree(old.with_name(old.name.replace("results-", "units-", 1)).with_suffix(""), ignore_errors=True)
-        shutil.rmtree(old.with_name(old.name.replace("results-", "records-", 1)).with_suffix(""), ignore_errors=True)
+        for kind in ("units", "records"):
+            folder = old.with_name(old.name.replace("results-", f"{kind}-", 1)).with_suffix("")
+            shutil.rmtree(folder, ignore_errors=True)
 
 
-def _write_atomically(target: pathlib.Path, doc: dict) -> None:
-    """Write to a temporary file beside `target`, then rename: readers see the old or the new file."""
-    tmp = None
+def _unlink_oldest(folder: pathlib.Path, keep: set[str], room: int) -> None:
+    """In an own folder: unlink the entries not in `keep` beyond the `room` most recently written."""
     try:
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=target.parent)
-        text = json.dumps(doc, separators=(",", ":"))  # dumps, not dump: the C encoder, ten times faster
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, target)
-    except (OSError, TypeError, ValueError):
-        if tmp is not None:
+        others = []
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                if entry.name not in keep:
+                    st = entry.stat(follow_symlinks=False)
+                    others.append((st.st_mtime, stat.S_ISDIR(st.st_mode), entry.path))
+    except OSError:
+        return
+    others.sort(reverse=True)
+    for _, is_dir, stale in others[room:]:
+        if not is_dir:
             try:
-                os.unlink(tmp)
+                os.unlink(stale)
             except OSError:
                 pass
 
@@ -409,11 +535,25 @@ def _diagnostics_shape(value: object) -> bool:
     return isinstance(value, list) and all(_diagnostic_shape(d) for d in value)
 
 
+SEVERITIES = frozenset(("error", "warning", "note"))
+
+
+def _position(value: object) -> bool:
+    return type(value) is int and 0 <= value <= MAX_POSITION
+
+
 def _diagnostic_shape(d: object) -> bool:
+    """A stored diagnostic as `to_plain` writes it: positions in range, a code that exists under its own
+    name, a severity that exists, strings, and suggestions of the same kind."""
+    from spmdcheck.diagnostics.codes import CODES
+
     if not (isinstance(d, list) and len(d) == 9):
         return False
-    ints, strs, suggestions = d[0:4], d[4:8], d[8]
-    if not all(type(i) is int for i in ints) or not all(isinstance(s, str) for s in strs):
+    line, column, end_line, end_column, code, name, severity, message, suggestions = d
+    if not all(_position(i) for i in (line, column, end_line, end_column)) or not isinstance(message, str):
+        return False
+    info = CODES.get(code) if isinstance(code, str) else None
+    if info is None or name != info.name or severity not in SEVERITIES:
         return False
     if not isinstance(suggestions, list):
         return False
@@ -421,7 +561,7 @@ def _diagnostic_shape(d: object) -> bool:
         if not (isinstance(s, list) and len(s) == 3 and isinstance(s[0], str) and isinstance(s[1], str)):
             return False
         span = s[2]
-        if span is not None and not (isinstance(span, list) and len(span) == 4 and all(type(i) is int for i in span)):
+        if span is not None and not (isinstance(span, list) and len(span) == 4 and all(_position(i) for i in span)):
             return False
     return True
 

@@ -24,6 +24,8 @@ class BaselineError(Exception):
 
 
 def write_baseline(path: pathlib.Path, diags: list[Diagnostic], sources: SourceLines) -> int:
+    """Write the baseline atomically (a temporary file beside it, then a rename); the number of findings.
+    Raises BaselineError, leaving no temporary file, when `path` is a directory or cannot be written."""
     keys = sorted(finding_keys(diags, sources, str(path.resolve().parent)))
     document = {
         "tool": "spmdcheck",
@@ -33,8 +35,15 @@ def write_baseline(path: pathlib.Path, diags: list[Diagnostic], sources: SourceL
         ],
     }
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+        raise BaselineError(f"{path}: cannot write the baseline: {exc.strerror or exc}") from exc
     return len(keys)
 
 

@@ -3,9 +3,13 @@
 The cache lives in a user-writable folder, so its content is untrusted: loading it must not be able to
 run code (unpickling can). It is JSON holding only literals, lists and objects; the registry's
 dataclasses and enums are rebuilt by name from a fixed list of the rule model's own classes, through
-their constructors. A header carries a format number, the stamp of the stub files it was built from, and
-the SHA-256 of the payload: a file that is truncated, tampered with, from another version or for other
-stubs is ignored (and rebuilt by the caller).
+their constructors. A header carries a format number, the stamp of the stub files it was built from (a
+digest of their paths and text: an edit that keeps a file's size and mtime, as `cp -p`, `rsync -a` or a
+container COPY do, is a new stamp), and the SHA-256 of the payload; the whole file is sealed with the
+user's key (`spmdcheck/cache_trust.py`) and read only as a regular file of this account (no symlink, no
+FIFO, a size cap). A file that is truncated, tampered with, not written by this account, from another
+version or for other stubs is ignored (and rebuilt by the caller). `--no-cache` (`use_disk_cache(False)`)
+or SPMDCHECK_NO_CACHE bypasses it.
 """
 
 from __future__ import annotations
@@ -16,8 +20,9 @@ import hashlib
 import json
 import os
 import pathlib
-import tempfile
+from collections.abc import Callable, Sequence
 
+from spmdcheck.cache_trust import read_regular, secret_key, unseal, write_sealed
 from spmdcheck.lattice import AxisType, GradState, Kind, Linearity
 from spmdcheck.rules.model import (
     CollectiveRule,
@@ -34,7 +39,11 @@ from spmdcheck.rules.model import (
 )
 from spmdcheck.rules.stubs import Registry
 
-FORMAT = 3  # 2: layout, module contract, assumed constants, instance tests; 3: contract builders
+FORMAT = 4  # 2: layout, module contract, assumed constants, instance tests; 3: contract builders; 4: sealed
+REGISTRY_CAP = 256 << 20  # bytes read at most from a cached registry
+_MEMORY: dict[str, Registry] = {}  # stamp -> registry, for this process (keyed on content like the disk)
+_MEMORY_SIZE = 8
+_disk = {"enabled": True}
 _CLASSES = {
     c.__name__: c
     for c in (
@@ -106,33 +115,90 @@ def _decode(value: object) -> object:
     return cls(**{name: _decode(v) for name, v in value["f"].items()})
 
 
+def stub_stamp(dirs: Sequence[pathlib.Path]) -> str:
+    """What a registry is built from: the format, the checker's version, each folder and the path and
+    text of each of its stubs (never their size or mtime: a same-size edit keeping the mtime is seen)."""
+    from spmdcheck import __version__
+
+    h = hashlib.sha256(f"{FORMAT}\0{__version__}\0".encode())
+    for d in dirs:
+        h.update(str(d).encode("utf-8", "surrogateescape") + b"\0")
+        if d.is_dir():
+            for p in sorted(d.rglob("*.pyi")):
+                try:
+                    text = p.read_bytes()
+                except OSError:
+                    text = b"\0<unreadable>"
+                h.update(f"{p.relative_to(d)}\0{len(text)}\0".encode("utf-8", "surrogateescape") + text)
+    return h.hexdigest()
+
+
+def use_disk_cache(enabled: bool) -> None:
+    """`check --no-cache` turns the on-disk registry cache off for the run (the command sets it each run)."""
+    _disk["enabled"] = enabled
+
+
+def disk_cache_enabled() -> bool:
+    return _disk["enabled"] and not os.environ.get("SPMDCHECK_NO_CACHE")
+
+
+def cached_registry(
+    dirs: Sequence[pathlib.Path], build: Callable[[list[pathlib.Path]], Registry], folder: pathlib.Path
+) -> Registry:
+    """The registry of the stubs in `dirs`: from this process's memory or the cache in `folder` when built
+    before from the same stub text, else `build(dirs)` (then cached)."""
+    stamp = stub_stamp(dirs)
+    registry = _MEMORY.get(stamp)
+    if registry is not None:
+        return registry
+    path = folder / f"registry-{stamp[:24]}.json"
+    use_disk = disk_cache_enabled()
+    registry = load_cached_registry(path, stamp) if use_disk else None
+    if registry is None:
+        registry = build(list(dirs))
+        if use_disk:
+            try:
+                dump_registry(registry, path, stamp)
+            except (OSError, CacheError):
+                pass  # a read-only home: just no cache
+    if len(_MEMORY) >= _MEMORY_SIZE:
+        _MEMORY.clear()
+    _MEMORY[stamp] = registry
+    return registry
+
+
+def forget_registries() -> None:
+    """Drop this process's registries (tests that change the cache folder)."""
+    _MEMORY.clear()
+
+
 def dump_registry(registry: Registry, path: pathlib.Path, stamp: str) -> None:
-    """Write atomically (a temporary file in the same folder, then a rename). Raises OSError, CacheError."""
+    """Write atomically (a temporary file in the same folder, then a rename), sealed with the user's key.
+    Raises OSError, CacheError."""
     payload = json.dumps(
         {"rules": {k: _encode(v) for k, v in registry.rules.items()}, "errors": list(registry.errors)},
         separators=(",", ":"),
     )
     header = {"format": FORMAT, "stamp": stamp, "sha256": hashlib.sha256(payload.encode()).hexdigest()}
+    key = secret_key()
+    if key is None:
+        raise CacheError("no key to seal the registry cache with")
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".registry-", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(json.dumps(header) + "\n" + payload)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    if not write_sealed(path, key, path.name, (json.dumps(header) + "\n" + payload).encode()):
+        raise OSError(f"cannot write {path}")
 
 
 def load_cached_registry(path: pathlib.Path, stamp: str) -> Registry | None:
-    """The cached registry, or None if the file is missing, damaged, tampered with, or for other stubs."""
+    """The cached registry, or None if the file is missing, damaged, tampered with, not written by this
+    account (its seal), not a regular file, or for other stubs."""
+    key = secret_key()
+    data = read_regular(path, REGISTRY_CAP) if key is not None else None
+    sealed = unseal(key, path.name, data) if key is not None and data is not None else None
+    if sealed is None:
+        return None
     try:
-        with path.open("r", encoding="utf-8") as fh:
-            header = json.loads(fh.readline())
-            payload = fh.read()
+        header_line, _, payload = sealed.decode("utf-8").partition("\n")
+        header = json.loads(header_line)
         if not isinstance(header, dict) or header.get("format") != FORMAT or header.get("stamp") != stamp:
             return None
         if header.get("sha256") != hashlib.sha256(payload.encode()).hexdigest():
@@ -141,8 +207,11 @@ def load_cached_registry(path: pathlib.Path, stamp: str) -> Registry | None:
         raw = data["rules"]
         if not isinstance(raw, dict) or not all(isinstance(v, dict) and v.get("$") == "OpRule" for v in raw.values()):
             return None
-        return Registry(rules=_LazyRules(raw), errors=[str(e) for e in data["errors"]])
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError, UnicodeDecodeError):
+        errors = data["errors"]
+        if not isinstance(errors, list) or not all(isinstance(e, str) for e in errors):
+            return None
+        return Registry(rules=_LazyRules(raw), errors=list(errors))
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError, UnicodeDecodeError):
         return None
 
 
