@@ -31,7 +31,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "realcode"))
 
-from spmdcheck.analysis import calls, comms, spmd_api  # noqa: E402
+from spmdcheck.analysis import comms, signature, spmd_api  # noqa: E402
 from spmdcheck.analysis.context import Options  # noqa: E402
 from spmdcheck.analysis.driver import analyze_module  # noqa: E402
 from spmdcheck.analysis.typeexpr import TypeExprError, axis_name, type_dict  # noqa: E402
@@ -112,7 +112,7 @@ def _wrap_collective() -> None:
 
 
 def _wrap_decorations() -> None:
-    inner = calls.function_decorations
+    inner = signature.function_decorations
 
     def function_decorations(interp, fn):  # noqa: ANN001, ANN202
         decor = inner(interp, fn)
@@ -129,7 +129,7 @@ def _wrap_decorations() -> None:
                     _read.add(id(expr))
         return decor
 
-    calls.function_decorations = function_decorations
+    signature.function_decorations = function_decorations
 
 
 def _install() -> None:

@@ -214,7 +214,7 @@ def test_a_top_level_writing_to_another_module_keeps_edits_outside_bodies_whole(
 
 
 # The same write, made by a script's `__main__` block: it runs when the file is the script, never when another
-# module imports it, so it is a root of its own (interpreter.py `_defer_main`), not a top-level writer.
+# module imports it, so it is a root of its own (interp/branches.py `_defer_main`), not a top-level writer.
 MAIN_WRITER = {
     **TOP_WRITER,
     "pkg/setup.py": """\

@@ -1,4 +1,4 @@
-"""Which names one pass of a loop body may read before writing them (analysis/loopreads.py)."""
+"""Which names one pass of a loop body may read before writing them (analysis/interp/loopreads.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import textwrap
 import libcst as cst
 import pytest
 
-from spmdcheck.analysis.loopreads import exposed_reads
+from spmdcheck.analysis.interp.loopreads import exposed_reads
 
 
 def _loop(source: str) -> cst.For | cst.While:

@@ -13,6 +13,7 @@ from spmdcheck.analysis.values import (
     ScalarValue,
     Seq,
     TensorValue,
+    Unknown,
     Value,
 )
 from spmdcheck.rules.model import OpRule, ParamRole
@@ -90,8 +91,6 @@ class Slot:
 
 def has_unknown_operand(rule: OpRule, bound: Bound, exclude: tuple[str, ...] = ("out",)) -> bool:
     """Is a value we cannot model passed where a tensor may go? Then the result's type is unknown."""
-    from spmdcheck.analysis.values import Unknown
-
     for param in rule.params:
         if param.name in exclude or param.role is ParamRole.OTHER:
             continue

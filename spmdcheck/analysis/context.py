@@ -41,6 +41,19 @@ class ProgramState:
     on_bind: BindObserver | None = None
     log: Any = None  # the roots.RootLog of a recorded run: every finding is logged with its root
 
+    def checkpoint(self) -> tuple[int, set[tuple[str, int, str]]]:
+        """A mark to withdraw what is reported after it (`withdraw`)."""
+        return len(self.findings), set(self.seen)
+
+    def withdraw(self, mark: tuple[int, set[tuple[str, int, str]]]) -> list[Finding]:
+        """Take back the findings reported since `mark`, as if never reported (a call typed once per
+        alternative reports each finding again, with the alternatives it holds in): they are returned."""
+        count, seen = mark
+        taken = self.findings[count:]
+        del self.findings[count:]
+        self.seen = seen
+        return taken
+
 
 @dataclass
 class FileContext:
@@ -72,14 +85,6 @@ class FileContext:
     @property
     def findings(self) -> list[Finding]:
         return self.program.findings
-
-    @property
-    def _seen(self) -> set[tuple[str, int, str]]:
-        return self.program.seen
-
-    @_seen.setter
-    def _seen(self, value: set[tuple[str, int, str]]) -> None:
-        self.program.seen = value
 
     @property
     def sites(self) -> list[cst.CSTNode]:

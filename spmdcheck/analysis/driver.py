@@ -6,7 +6,7 @@ import libcst as cst
 
 from spmdcheck.analysis.context import FileContext, Options
 from spmdcheck.analysis.findings import Finding
-from spmdcheck.analysis.interpreter import Interpreter
+from spmdcheck.analysis.interp.engine import Interpreter
 from spmdcheck.rules.stubs import Registry
 
 

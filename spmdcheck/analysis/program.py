@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from spmdcheck.analysis.context import BindObserver, FileContext, Options, ProgramState
-from spmdcheck.analysis.interpreter import Interpreter, Scope, is_main_guard
+from spmdcheck.analysis.frames import Scope
+from spmdcheck.analysis.interp.engine import Interpreter
+from spmdcheck.analysis.interp.syntax import is_main_guard
 from spmdcheck.analysis.roots import TOP, ElidedBody, RootLog
 from spmdcheck.analysis.values import Generation
 from spmdcheck.program.graph import ModuleFile, ModuleGraph
@@ -200,7 +202,7 @@ def _run_top_level(interp: Interpreter, run: _ModuleRun) -> None:
     run.scope = Scope(run.ctx, {})
     # a module's top level makes shared objects, also when a function's check imports it first (a library)
     generation, Generation.current = Generation.current, -1 - run.index
-    # and how it spells spmd_types stays after the check that imported it first ends (interpreter.py)
+    # and how it spells spmd_types stays after the check that imported it first ends (interp/modules.py)
     undo, interp.attr_undo = interp.attr_undo, None
     spellings, interp.spelling_undo = interp.spelling_undo, None
     try:

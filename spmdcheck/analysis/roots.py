@@ -20,13 +20,15 @@ file an axis name) is a *writer*: a selective run runs every writer of the recor
 with the roots it runs (so each sees the state it saw), and a skipped root counts as checked as it did (a
 contract that reaches a checked `forward` queues it again, as `("again", *its first key, m)`); a run where an
 edit reaches a writer, or a new writer appears, is the whole program's. (What a root writes to objects others
-made is undone when it ends: interpreter.py.)
+made is undone when it ends: interp/modules.py.)
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
+
+from spmdcheck.analysis.values import Generation
 
 TOP: tuple = ()  # the top-level phase of every module, as one root
 Unit = tuple[int, int]  # (file index in the program, body index in the file), or (NAME_UNIT, a name read)
@@ -217,8 +219,6 @@ class RootLog:
     def top_wrote(self, owner_born: int | None = None) -> None:
         """A module's top level changed state another module's top level made (an attribute of its object,
         a contract of its class): an edit outside the bodies of that file then has everything run again."""
-        from spmdcheck.analysis.values import Generation
-
         here = Generation.current
         if here < 0 and owner_born != here:
             self.top_writers.add(-here - 1)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from spmdcheck.analysis.binding import NOT_LITERAL, Bound
@@ -56,160 +57,199 @@ def move(rule: OpRule, bound: Bound, shard: int | None, rank: int | None, at_lea
     dims: DimsRule | None = rule.dims
     if dims is None:
         return DimResult(None, rank=None)
-    name = dims.name
     args = [bound.literal(rule, p) for p in dims.params]
     rank = _guess_rank(rank, shard, args, at_least)
-    if name == "keep":
-        return DimResult(shard, rank=rank)
-    if name == "t":
-        # t(), .T, .H: for tensors of at most 2 dims, in practice matrices (weights)
-        if rank is None:
-            rank = 2
-        name = "T"
-    if name == "T":
-        if rank is not None and rank >= 2:
-            s = _norm(shard, rank) if shard is not None else None
-            if s is None:
-                return DimResult(None, rank=rank)
-            swap = {rank - 1: rank - 2, rank - 2: rank - 1}
-            return DimResult(swap.get(s, s), rank=rank)
-        if shard is not None and shard < 0:
-            return DimResult({-1: -2, -2: -1}.get(shard, shard), rank=rank)
+    mover = _MOVERS.get(dims.name)
+    if mover is None:
+        return DimResult(None)
+    return mover(_Call(rule, bound, dims, args), shard, rank)
+
+
+@dataclass(frozen=True)
+class _Call:
+    """The op call a `@dims` rule reads: its rule, bound arguments, and the literal values of the dims params."""
+
+    rule: OpRule
+    bound: Bound
+    dims: DimsRule
+    args: list[object]
+
+
+def _keep(call: _Call, shard: int | None, rank: int | None) -> DimResult:
+    return DimResult(shard, rank=rank)
+
+
+def _t(call: _Call, shard: int | None, rank: int | None) -> DimResult:
+    # t(), .T, .H: for tensors of at most 2 dims, in practice matrices (weights)
+    return _swap_last(call, shard, 2 if rank is None else rank)
+
+
+def _swap_last(call: _Call, shard: int | None, rank: int | None) -> DimResult:
+    """`.T` / `.mT`: the last two dims swap."""
+    if rank is not None and rank >= 2:
+        s = _norm(shard, rank) if shard is not None else None
+        if s is None:
+            return DimResult(None, rank=rank)
+        swap = {rank - 1: rank - 2, rank - 2: rank - 1}
+        return DimResult(swap.get(s, s), rank=rank)
+    if shard is not None and shard < 0:
+        return DimResult({-1: -2, -2: -1}.get(shard, shard), rank=rank)
+    return DimResult(None, rank=rank)
+
+
+def _transpose(call: _Call, shard: int | None, rank: int | None) -> DimResult:
+    args = call.args
+    if len(args) != 2:
+        return DimResult(None)
+    d0, d1 = _ints(args[0]), _ints(args[1])
+    if d0 is None or d1 is None:
+        return DimResult(None)
+    a, b = d0[0], d1[0]
+    if shard is None:
         return DimResult(None, rank=rank)
-    if name == "transpose" and len(args) == 2:
-        d0, d1 = _ints(args[0]), _ints(args[1])
-        if d0 is None or d1 is None:
-            return DimResult(None)
-        a, b = d0[0], d1[0]
-        if shard is None:
-            return DimResult(None, rank=rank)
-        if rank is not None:
-            a, b, s = _norm(a, rank), _norm(b, rank), _norm(shard, rank)
-        elif (a < 0) == (b < 0) == (shard < 0):
-            s = shard
-        else:
-            return DimResult(None)
-        return DimResult(b if s == a else a if s == b else s, rank=rank)
-    if name in ("permute", "movedim"):
-        if name == "permute":
-            # permute(0, 2, 1) (variadic) or permute((0, 2, 1)) / permute(dims=[0, 2, 1])
-            given = [v for v, _ in bound.all(dims.params[0])] if dims.params else []
-            if len(given) == 1:
-                perm = _ints(bound.literal(rule, dims.params[0]))
-            else:
-                vals = [v.value if isinstance(v, Literal) else None for v in given]
-                perm = tuple(vals) if vals and all(isinstance(v, int) for v in vals) else None  # type: ignore[assignment]
-            r = len(perm) if perm else rank
-            if shard is None or not perm:
-                return DimResult(None, rank=r)
-            s = _norm(shard, r)
-            norm_perm = [_norm(p, r) for p in perm]
-            return DimResult(norm_perm.index(s) if s in norm_perm else None, rank=r)
-        src, dst = (_ints(args[0]), _ints(args[1])) if len(args) == 2 else (None, None)
-        if shard is None or src is None or dst is None or rank is None:
-            return DimResult(None, rank=rank)
-        order = [d for d in range(rank) if d not in [_norm(x, rank) for x in src]]
-        for s_dim, d_dim in sorted(
-            zip([_norm(x, rank) for x in src], [_norm(x, rank) for x in dst]), key=lambda p: p[1]
-        ):
-            order.insert(d_dim, s_dim)
-        s = _norm(shard, rank)
-        return DimResult(order.index(s) if s in order else None, rank=rank)
-    if name == "unsqueeze":
-        d = _ints(args[0]) if args else None
-        new_rank = rank + 1 if rank is not None else None
-        if shard is None or d is None:
-            return DimResult(None, rank=new_rank)
-        dim = _norm(d[0], new_rank)
-        s = _norm(shard, rank)
-        if dim is None or s is None:
-            if d[0] >= 0 and shard >= 0:
-                return DimResult(shard + 1 if shard >= d[0] else shard, rank=new_rank)
-            if d[0] < 0 and shard < 0:
-                # counted from the end: dims at or left of the new one move one further left
-                return DimResult(shard - 1 if shard <= d[0] else shard, rank=new_rank)
-            return DimResult(None, rank=new_rank)
-        return DimResult(s + 1 if s >= dim else s, rank=new_rank)
-    if name in ("squeeze", "select"):
-        d = _ints(args[0]) if args and args[0] is not NOT_LITERAL else None
-        if d is None:
-            return DimResult(None)
-        new_rank = rank - 1 if rank is not None else None
-        if shard is None:
-            return DimResult(None, rank=new_rank)
-        dim, s = _norm(d[0], rank), _norm(shard, rank)
-        if dim is None or s is None:
-            if d[0] >= 0 and shard >= 0:
-                dim, s = d[0], shard
-            else:
-                return DimResult(None, rank=new_rank)
-        if s == dim:
-            return DimResult(None, rank=new_rank)
-        return DimResult(s - 1 if s > dim else s, rank=new_rank)
-    if name in ("narrow", "split"):
-        d = _ints(args[0]) if args else None
-        if shard is None or d is None:
-            return DimResult(None, rank=rank)
-        dim, s = _norm(d[0], rank), _norm(shard, rank)
-        if dim is None or s is None:
-            same = (d[0] >= 0) == (shard >= 0)
-            return DimResult(None if (not same or d[0] == shard) else shard, rank=rank)
-        return DimResult(None if s == dim else shard, rank=rank)
-    if name in ("reduce", "mean"):  # a mean over the sharded dim is a pending *mean*: see ops
-        d = args[0] if args else None
-        keepdim = bool(args[1]) if len(args) > 1 and isinstance(args[1], bool) else False
-        if d is None:
-            return DimResult(None, reduced=shard is not None, rank=rank if keepdim else 0)
-        ds = _ints(d)
-        if ds is None:
-            return DimResult(None)
-        new_rank = rank if keepdim or rank is None else rank - len(ds)
-        if shard is None:
-            return DimResult(None, rank=new_rank)
-        norm = [_norm(x, rank) for x in ds]
-        s = _norm(shard, rank)
-        if s is None or None in norm:
-            if all(x >= 0 for x in ds) and shard >= 0:
-                norm, s = list(ds), shard
-            elif shard in ds:
-                return DimResult(None, reduced=True, rank=new_rank)
-            else:
-                return DimResult(None, rank=new_rank)
-        if s in norm:
-            return DimResult(None, reduced=True, rank=new_rank)
-        if keepdim:
-            return DimResult(s, rank=new_rank)
-        return DimResult(s - sum(1 for x in norm if x is not None and x < s), rank=new_rank)
-    if name == "cat":
-        d = _ints(args[0]) if args else (0,)
-        if shard is None or d is None:
-            return DimResult(None, rank=rank)
-        dim, s = _norm(d[0], rank), _norm(shard, rank)
-        if dim is None or s is None:
-            return DimResult(None if d[0] == shard or (d[0] >= 0) != (shard >= 0) else shard, rank=rank)
-        return DimResult(None if s == dim else shard, rank=rank)
-    if name == "stack":
-        d = _ints(args[0]) if args else (0,)
-        new_rank = rank + 1 if rank is not None else None
-        if shard is None or d is None:
-            return DimResult(None, rank=new_rank)
+    if rank is not None:
+        a, b, s = _norm(a, rank), _norm(b, rank), _norm(shard, rank)
+    elif (a < 0) == (b < 0) == (shard < 0):
+        s = shard
+    else:
+        return DimResult(None)
+    return DimResult(b if s == a else a if s == b else s, rank=rank)
+
+
+def _permute(call: _Call, shard: int | None, rank: int | None) -> DimResult:
+    # permute(0, 2, 1) (variadic) or permute((0, 2, 1)) / permute(dims=[0, 2, 1])
+    dims = call.dims
+    given = [v for v, _ in call.bound.all(dims.params[0])] if dims.params else []
+    if len(given) == 1:
+        perm = _ints(call.bound.literal(call.rule, dims.params[0]))
+    else:
+        vals = [v.value if isinstance(v, Literal) else None for v in given]
+        perm = tuple(vals) if vals and all(isinstance(v, int) for v in vals) else None  # type: ignore[assignment]
+    r = len(perm) if perm else rank
+    if shard is None or not perm:
+        return DimResult(None, rank=r)
+    s = _norm(shard, r)
+    norm_perm = [_norm(p, r) for p in perm]
+    return DimResult(norm_perm.index(s) if s in norm_perm else None, rank=r)
+
+
+def _movedim(call: _Call, shard: int | None, rank: int | None) -> DimResult:
+    args = call.args
+    src, dst = (_ints(args[0]), _ints(args[1])) if len(args) == 2 else (None, None)
+    if shard is None or src is None or dst is None or rank is None:
+        return DimResult(None, rank=rank)
+    order = [d for d in range(rank) if d not in [_norm(x, rank) for x in src]]
+    for s_dim, d_dim in sorted(zip([_norm(x, rank) for x in src], [_norm(x, rank) for x in dst]), key=lambda p: p[1]):
+        order.insert(d_dim, s_dim)
+    s = _norm(shard, rank)
+    return DimResult(order.index(s) if s in order else None, rank=rank)
+
+
+def _unsqueeze(call: _Call, shard: int | None, rank: int | None) -> DimResult:
+    d = _ints(call.args[0]) if call.args else None
+    new_rank = rank + 1 if rank is not None else None
+    if shard is None or d is None:
+        return DimResult(None, rank=new_rank)
+    dim = _norm(d[0], new_rank)
+    s = _norm(shard, rank)
+    if dim is None or s is None:
         if d[0] >= 0 and shard >= 0:
             return DimResult(shard + 1 if shard >= d[0] else shard, rank=new_rank)
+        if d[0] < 0 and shard < 0:
+            # counted from the end: dims at or left of the new one move one further left
+            return DimResult(shard - 1 if shard <= d[0] else shard, rank=new_rank)
         return DimResult(None, rank=new_rank)
-    if name == "unflatten":
-        return _unflatten(rule, bound, dims, shard, rank)
-    if name == "reshape":
-        return _reshape(rule, bound, dims, shard, rank)
-    if name == "pad":
-        return _pad(rule, bound, dims, shard, rank)
-    if name == "flatten":
-        start = _ints(args[0]) if args else (0,)
-        if shard is None or start is None:
-            return DimResult(None)
-        st, s = _norm(start[0], rank), _norm(shard, rank)
-        if st is not None and s is not None and s < st:
-            return DimResult(s)
+    return DimResult(s + 1 if s >= dim else s, rank=new_rank)
+
+
+def _squeeze(call: _Call, shard: int | None, rank: int | None) -> DimResult:
+    """`squeeze(d)` and `select(d, i)`: dim d goes."""
+    args = call.args
+    d = _ints(args[0]) if args and args[0] is not NOT_LITERAL else None
+    if d is None:
         return DimResult(None)
+    new_rank = rank - 1 if rank is not None else None
+    if shard is None:
+        return DimResult(None, rank=new_rank)
+    dim, s = _norm(d[0], rank), _norm(shard, rank)
+    if dim is None or s is None:
+        if d[0] >= 0 and shard >= 0:
+            dim, s = d[0], shard
+        else:
+            return DimResult(None, rank=new_rank)
+    if s == dim:
+        return DimResult(None, rank=new_rank)
+    return DimResult(s - 1 if s > dim else s, rank=new_rank)
+
+
+def _narrow(call: _Call, shard: int | None, rank: int | None) -> DimResult:
+    """`narrow(d, ...)` and `split(..., d)`: dim d is cut (a shard there loses its layout)."""
+    d = _ints(call.args[0]) if call.args else None
+    if shard is None or d is None:
+        return DimResult(None, rank=rank)
+    dim, s = _norm(d[0], rank), _norm(shard, rank)
+    if dim is None or s is None:
+        same = (d[0] >= 0) == (shard >= 0)
+        return DimResult(None if (not same or d[0] == shard) else shard, rank=rank)
+    return DimResult(None if s == dim else shard, rank=rank)
+
+
+def _reduce(call: _Call, shard: int | None, rank: int | None) -> DimResult:
+    """A sum or mean over dims (a mean over the sharded dim is a pending *mean*: see ops)."""
+    args = call.args
+    d = args[0] if args else None
+    keepdim = bool(args[1]) if len(args) > 1 and isinstance(args[1], bool) else False
+    if d is None:
+        return DimResult(None, reduced=shard is not None, rank=rank if keepdim else 0)
+    ds = _ints(d)
+    if ds is None:
+        return DimResult(None)
+    new_rank = rank if keepdim or rank is None else rank - len(ds)
+    if shard is None:
+        return DimResult(None, rank=new_rank)
+    norm = [_norm(x, rank) for x in ds]
+    s = _norm(shard, rank)
+    if s is None or None in norm:
+        if all(x >= 0 for x in ds) and shard >= 0:
+            norm, s = list(ds), shard
+        elif shard in ds:
+            return DimResult(None, reduced=True, rank=new_rank)
+        else:
+            return DimResult(None, rank=new_rank)
+    if s in norm:
+        return DimResult(None, reduced=True, rank=new_rank)
+    if keepdim:
+        return DimResult(s, rank=new_rank)
+    return DimResult(s - sum(1 for x in norm if x is not None and x < s), rank=new_rank)
+
+
+def _cat(call: _Call, shard: int | None, rank: int | None) -> DimResult:
+    d = _ints(call.args[0]) if call.args else (0,)
+    if shard is None or d is None:
+        return DimResult(None, rank=rank)
+    dim, s = _norm(d[0], rank), _norm(shard, rank)
+    if dim is None or s is None:
+        return DimResult(None if d[0] == shard or (d[0] >= 0) != (shard >= 0) else shard, rank=rank)
+    return DimResult(None if s == dim else shard, rank=rank)
+
+
+def _stack(call: _Call, shard: int | None, rank: int | None) -> DimResult:
+    d = _ints(call.args[0]) if call.args else (0,)
+    new_rank = rank + 1 if rank is not None else None
+    if shard is None or d is None:
+        return DimResult(None, rank=new_rank)
+    if d[0] >= 0 and shard >= 0:
+        return DimResult(shard + 1 if shard >= d[0] else shard, rank=new_rank)
+    return DimResult(None, rank=new_rank)
+
+
+def _flatten(call: _Call, shard: int | None, rank: int | None) -> DimResult:
+    start = _ints(call.args[0]) if call.args else (0,)
+    if shard is None or start is None:
+        return DimResult(None)
+    st, s = _norm(start[0], rank), _norm(shard, rank)
+    if st is not None and s is not None and s < st:
+        return DimResult(s)
     return DimResult(None)
 
 
@@ -315,3 +355,26 @@ def _pad(rule: OpRule, bound: Bound, dims: DimsRule, shard: int | None, rank: in
     if from_end is None or -from_end <= n // 2:
         return DimResult(None, rank=rank)
     return DimResult(shard, rank=rank)
+
+
+_MOVERS: dict[str, Callable[[_Call, int | None, int | None], DimResult]] = {
+    "keep": _keep,
+    "t": _t,
+    "T": _swap_last,
+    "transpose": _transpose,
+    "permute": _permute,
+    "movedim": _movedim,
+    "unsqueeze": _unsqueeze,
+    "squeeze": _squeeze,
+    "select": _squeeze,
+    "narrow": _narrow,
+    "split": _narrow,
+    "reduce": _reduce,
+    "mean": _reduce,
+    "cat": _cat,
+    "stack": _stack,
+    "unflatten": lambda call, shard, rank: _unflatten(call.rule, call.bound, call.dims, shard, rank),
+    "reshape": lambda call, shard, rank: _reshape(call.rule, call.bound, call.dims, shard, rank),
+    "pad": lambda call, shard, rank: _pad(call.rule, call.bound, call.dims, shard, rank),
+    "flatten": _flatten,
+}

@@ -14,7 +14,7 @@ from dataclasses import replace
 
 import libcst as cst
 
-from spmdcheck.analysis import comms, ops, spmd_api
+from spmdcheck.analysis import comms, layouts, ops, spmd_api
 from spmdcheck.analysis.binding import Arg, Bound
 from spmdcheck.analysis.context import Analysis
 from spmdcheck.analysis.typeexpr import axis_name
@@ -170,9 +170,7 @@ def _assumed(a: Analysis, rule: OpRule, bound: Bound, args: list[Arg], node: cst
 
 
 def _declared_data(a: Analysis, rule: OpRule, bound: Bound, args: list[Arg], node: cst.CSTNode) -> Value:
-    from spmdcheck.analysis import contracts
-
-    return contracts.build(a, rule, args, node)  # type: ignore[arg-type]
+    return layouts.build(a, rule, args, node)
 
 
 def _op(a: Analysis, rule: OpRule, bound: Bound, args: list[Arg], node: cst.CSTNode) -> Value:

@@ -344,8 +344,8 @@ class _Generation(threading.local):
     """Which check of a program is running: -1 - i while the top level of the program's i-th file runs, then
     one positive number per function checked on its own. An object records the check that made it: one made
     before the running check is shared with other checks, and what that check writes to it is undone when
-    it ends (interpreter.py); 0 marks an object a memoised summary or a built module keeps. One per thread:
-    analyses may run side by side."""
+    it ends (interp/modules.py `check_functions`); 0 marks an object a memoised summary or a built module
+    keeps. One per thread: analyses may run side by side."""
 
     current = 0
 
@@ -426,7 +426,7 @@ def join(a: Value, b: Value, branch_ref: int | None = None) -> Value:
             return merged[0][0]
         if len(merged) <= MAX_ALTERNATIVES:
             return Alternatives(tuple(merged))
-        return _widen([t for t, _ in merged])
+        return widen([t for t, _ in merged])
     if isinstance(a, Seq) and isinstance(b, Seq) and len(a.items) == len(b.items):
         return Seq(tuple(join(x, y, branch_ref) for x, y in zip(a.items, b.items)), a.is_list)
     if isinstance(a, PyNumber) and isinstance(b, PyNumber):
@@ -466,7 +466,7 @@ def alternatives_of(values: list[tuple[Value, tuple[Branch, ...]]]) -> Value:
         return merged[0][0]
     if len(merged) <= MAX_ALTERNATIVES:
         return Alternatives(tuple(merged))
-    return _widen([t for t, _ in merged])
+    return widen([t for t, _ in merged])
 
 
 def _tensorish(v: Value) -> bool:
@@ -481,7 +481,7 @@ def _options(v: Value, branch: Branch) -> tuple[tuple[TensorValue, tuple[Branch,
     return tuple((t, path if branch in path else (branch, *path)) for t, path in v.options)
 
 
-def _widen(values: list[TensorValue]) -> TensorValue:
+def widen(values: list[TensorValue]) -> TensorValue:
     """Too many alternatives: keep only what all agree on."""
     first = values[0]
     axes = {a: t for a, t in first.type.items() if all(v.type.get(a) == t for v in values)}
@@ -516,7 +516,7 @@ def carries_types(value: Value | None, depth: int = 3) -> bool:
 def share_objects(value: Value, depth: int = 0, seen: set[int] | None = None) -> None:
     """Mark the objects a value holds as shared (`born` 0, as if the top level made them): a value a call
     summary or a built module keeps is seen by later checks, and what the check that made it writes to it
-    afterwards is undone when that check ends, like any other check's writes (interpreter.py)."""
+    afterwards is undone when that check ends, like any other check's writes (interp/modules.py)."""
     if Generation.current <= 0:
         return  # the top level: what it makes is already made before every check
     seen = set() if seen is None else seen
@@ -538,3 +538,32 @@ def share_objects(value: Value, depth: int = 0, seen: set[int] | None = None) ->
             share_objects(inner, depth + 1, seen)
     elif kind is MethodValue or kind is BoundMethod:
         share_objects(value.receiver, depth + 1, seen)  # type: ignore[attr-defined]
+
+
+def is_tensor(value: Value) -> bool:
+    """A tensor, or a tensor that differs by branch."""
+    return isinstance(value, (TensorValue, Alternatives))
+
+
+def element_of(value: Value) -> Value:
+    """An element of an iterable value (the loop variable of `for x in value`), when every element agrees."""
+    if isinstance(value, Homogeneous):
+        return value.item
+    if isinstance(value, Seq) and value.items:
+        first = value.items[0]
+        return first if all(item == first for item in value.items) else UNKNOWN
+    return UNKNOWN
+
+
+def unpack(value: Value, n: int, star: int | None = None) -> list[Value]:
+    """`n` targets from one value; `star`: the position of a starred target (which gets what is left)."""
+    if isinstance(value, ShapeValue):
+        # `b, s, _ = x.shape`: dims counted from the front before a starred name, from the end after it
+        cut = n if star is None else star
+        rank = n if star is None else None
+        return [DimSize(value.tensor, i if i < cut else i - n, rank) for i in range(n)]
+    if isinstance(value, Seq) and len(value.items) == n:
+        return list(value.items)
+    if isinstance(value, Homogeneous):
+        return [value.item] * n
+    return [UNKNOWN] * n

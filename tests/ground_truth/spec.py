@@ -368,8 +368,9 @@ def inferred_return_types(source: str, mesh: tuple[str, ...], entry: str = ENTRY
     None and the program is judged on its gradients and invariants alone.
     """
     try:
-        from spmdcheck.analysis import interpreter as interp_mod
+        from spmdcheck.analysis import signature
         from spmdcheck.analysis.context import FileContext, Options
+        from spmdcheck.analysis.interp.engine import Interpreter
         from spmdcheck.analysis.values import Alternatives, Seq, TensorValue
         from spmdcheck.api import load_registry
         from spmdcheck.frontend.source import ParseFailure, parse
@@ -381,22 +382,22 @@ def inferred_return_types(source: str, mesh: tuple[str, ...], entry: str = ENTRY
         return None
     captured: list = []
 
-    class Capturing(interp_mod.Interpreter):
+    class Capturing(Interpreter):
         def analyze_function(self, fn, *rest):  # noqa: ANN001
             if fn.name.value != entry or self.inline_stack:
                 return super().analyze_function(fn, *rest)
-            orig = interp_mod.calls.check_returns
+            orig = signature.check_returns
 
             def spy(interp, f, decor, returns):  # noqa: ANN001
                 if f is fn:
                     captured.extend(v for v, _ in returns)
                 return orig(interp, f, decor, returns)
 
-            interp_mod.calls.check_returns = spy
+            signature.check_returns = spy
             try:
                 return super().analyze_function(fn, *rest)
             finally:
-                interp_mod.calls.check_returns = orig
+                signature.check_returns = orig
 
     try:
         ctx = FileContext(registry=load_registry(()), options=Options(mesh=mesh), module=parsed)

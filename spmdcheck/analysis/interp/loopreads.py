@@ -1,6 +1,6 @@
 """The names one pass of a loop body may read before it writes them (its *exposed* reads).
 
-The interpreter runs a loop body to a fixed point (`Interpreter._exec_loop`). After a pass whose writes
+The interpreter runs a loop body to a fixed point (interp/loops.py). After a pass whose writes
 changed only names the body always writes before it reads them, another pass would read exactly what
 this one read, compute the same values and end in the same state: the loop has converged. This module
 answers which names those are, from the syntax alone, as the interpreter runs a body:

@@ -1,0 +1,162 @@
+"""Subscripts: `x[i]` read (basic indexing is linear and moves the shard dim; advanced indexing is not) and
+`x[i] = y` written (a mutation, checked like an in-place op)."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from spmdcheck.analysis import ops
+from spmdcheck.analysis.dispatch import apply_rule, default_tensor_rule
+from spmdcheck.analysis.frames import Engine
+from spmdcheck.analysis.values import (
+    NUMBER,
+    UNKNOWN,
+    Alternatives,
+    DictValue,
+    DimSize,
+    Homogeneous,
+    Literal,
+    MeshValue,
+    PyNumber,
+    Seq,
+    ShapeValue,
+    TensorValue,
+    Value,
+)
+from spmdcheck.lattice import AxisType, GradState, Kind, Linearity, Operand, SpmdType, infer_axis
+from spmdcheck.rules.model import OpRule
+
+
+# ---------------------------------------------------------------- subscripts
+def getitem(interp: Engine, base: Value, node: cst.Subscript) -> Value:
+    index_values = [
+        interp.eval(el.slice.value) if isinstance(el.slice, cst.Index) else _eval_slice(interp, el.slice)
+        for el in node.slice
+    ]
+    if isinstance(base, (TensorValue, Alternatives)):
+        return _tensor_getitem(interp, base, node, index_values)
+    if (
+        isinstance(base, Seq)
+        and len(index_values) == 1
+        and isinstance(index_values[0], Literal)
+        and isinstance(index_values[0].value, int)
+    ):
+        i = index_values[0].value
+        if -len(base.items) <= i < len(base.items):
+            return base.items[i]
+        return UNKNOWN
+    if isinstance(base, Homogeneous):
+        return base.item
+    if isinstance(base, ShapeValue) and len(node.slice) == 1:
+        return _shape_item(interp, base, node.slice[0].slice, index_values[0])
+    if isinstance(base, DictValue) and len(index_values) == 1 and isinstance(index_values[0], Literal):
+        # a dict with constant keys (an nn.ModuleDict of layers, a config dict)
+        return next((v for k, v, _ in base.items if k == index_values[0]), UNKNOWN)
+    if isinstance(base, MeshValue) and len(index_values) == 1 and isinstance(index_values[0], Literal):
+        name = index_values[0].value
+        if isinstance(name, str):
+            return MeshValue((name,))
+    return UNKNOWN
+
+
+def _shape_item(interp: Engine, shape: ShapeValue, index: cst.BaseSlice, value: Value) -> Value:
+    """`x.shape[i]` (one dim's size) and `x.shape[a:b]` with constant bounds (those dims' sizes)."""
+    if isinstance(index, cst.Index):
+        if isinstance(value, Literal) and isinstance(value.value, int) and not isinstance(value.value, bool):
+            return DimSize(shape.tensor, value.value)
+        return NUMBER
+    if isinstance(index, cst.Slice) and index.step is None:
+        bounds = [interp.eval(part) if part is not None else Literal(None) for part in (index.lower, index.upper)]
+        if all(isinstance(b, Literal) and (b.value is None or type(b.value) is int) for b in bounds):
+            return shape.slice(bounds[0].value, bounds[1].value)  # type: ignore[union-attr]
+    return UNKNOWN
+
+
+def _eval_slice(interp: Engine, s: cst.BaseSlice) -> Value:
+    if isinstance(s, cst.Slice):
+        for part in (s.lower, s.upper, s.step):
+            if part is not None:
+                interp.eval(part)
+        return Literal(slice(None))
+    return UNKNOWN
+
+
+def _tensor_getitem(interp: Engine, base: Value, node: cst.Subscript, index: list[Value]) -> Value:
+    """Basic indexing is linear (a deliberate difference); boolean/advanced indexing is not."""
+    advanced = any(isinstance(v, (TensorValue, Alternatives, Seq)) for v in index)
+    qual = "torch.Tensor.__getitem__"
+    rule = interp.ctx.registry.lookup(qual)
+    if rule is None:
+        rule = default_tensor_rule(qual, True)
+    if advanced:
+        rule = OpRule(qualname=qual, params=rule.params, linearity=Linearity.NONLINEAR)
+    index_args = [(None, v, node) for v in index if isinstance(v, (TensorValue, Alternatives))]
+    result = apply_rule(interp, rule, [(None, base, node.value), *index_args], node)
+    if isinstance(result, TensorValue):
+        result = _index_layout(base, result, index)
+    return result
+
+
+def _index_layout(base: Value, result: TensorValue, index: list[Value]) -> TensorValue:
+    """Move the shard dim through basic indexing: ints drop a dim, None adds one, slices keep (but cut a block)."""
+    rank = base.rank if isinstance(base, TensorValue) else None
+    axes = {}
+    for axis, t in result.type.items():
+        if t.kind is not Kind.V or t.shard is None:
+            axes[axis] = t
+            continue
+        shard = t.shard if t.shard >= 0 or rank is None else t.shard + rank
+        if shard < 0 or any(isinstance(v, Literal) and v.value is Ellipsis for v in index):
+            axes[axis] = AxisType(Kind.V, pending=t.pending)
+            continue
+        pos, new_pos, kept = 0, 0, None
+        for v in index:
+            if isinstance(v, Literal) and v.value is None:
+                new_pos += 1
+                continue
+            if pos == shard:
+                if isinstance(v, Literal) and isinstance(v.value, slice) and v.value == slice(None):
+                    kept = new_pos
+                break
+            if isinstance(v, Literal) and isinstance(v.value, int) and not isinstance(v.value, bool):
+                pos += 1
+                continue
+            pos += 1
+            new_pos += 1
+        else:
+            kept = new_pos + (shard - pos)
+        axes[axis] = (
+            AxisType(Kind.V, shard=kept, pending=t.pending)
+            if t.pending is None or kept is None
+            else AxisType(Kind.V, pending=t.pending)
+        )
+    return TensorValue(SpmdType(axes), result.grad, None)
+
+
+def setitem(interp: Engine, target: cst.Subscript, value: Value, value_node: cst.CSTNode | None) -> None:
+    """`x[i] = y` mutates x: checked like an in-place op (a deliberate difference from spmd_types)."""
+    base = interp.eval(target.value)
+    for el in target.slice:
+        if isinstance(el.slice, cst.Index):
+            interp.eval(el.slice.value)
+    if isinstance(base, TensorValue) and not isinstance(value, (TensorValue, Alternatives, Literal, PyNumber)):
+        # A value the checker cannot model (it may be a tensor of any type) written into the tensor: what
+        # the tensor holds afterwards is not known, and unknown is silent.
+        interp.rebind(target.value, TensorValue(SpmdType(), base.grad, base.rank, opaque=True))
+        return
+    if not isinstance(base, TensorValue) or not isinstance(value, TensorValue):
+        return
+    axes: dict[str, AxisType] = {}
+    for axis in sorted(set(base.type) & set(value.type)):
+        old, new = base.type[axis], value.type[axis]
+        # the tensor holds both its old values and the written ones: combined as operands, it keeps its type
+        # when that is what they infer to (replicated data written into a varying buffer leaves it varying)
+        kept = (
+            old.kind is new.kind
+            or infer_axis([Operand(old.kind, base.grad), Operand(new.kind, value.grad)], Linearity.LINEAR) is old.kind
+        )
+        axes[axis] = old if kept else new
+    for axis in set(base.type) - set(value.type):
+        axes[axis] = base.type[axis]
+    merged = TensorValue(SpmdType(axes), GradState.join([base.grad, value.grad]), base.rank)
+    ops.check_mutation(interp, base, merged, target.value, target, "SPMD111", "x[...] = y")
