@@ -17,6 +17,7 @@ import sys
 from collections import defaultdict
 
 import pytest
+from cli_helpers import assert_ran
 from conftest import FIXTURES, ROOT, expected_diagnostics
 from expectations import Expected, difference, from_diagnostics, parse, without_expectations
 
@@ -214,6 +215,7 @@ def test_a_focused_run_does_not_answer_a_later_full_run_from_the_cache(tmp_path)
         proc = subprocess.run([sys.executable, "-m", "spmdcheck", "check", *args, "--output-format", "concise"],
                               cwd=tmp_path, capture_output=True, text=True, timeout=300)
         assert proc.returncode in (0, 1), proc.stderr
+        assert_ran(["check", *args, "--output-format", "concise"], proc)
         return [line.split(": ")[0] for line in proc.stdout.splitlines() if "SPMD" in line]
 
     # `div` does not import gpt/loss.py: the focused run leaves it unanalysed, and must not cache that
