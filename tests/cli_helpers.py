@@ -1,11 +1,14 @@
-"""Running the real command line in a throwaway project."""
+"""Running the real command line in a throwaway project, and telling a real run from an exit status alone."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
+import xml.etree.ElementTree as ET
 
 BUGGY = textwrap.dedent("""\
     import torch
@@ -34,12 +37,65 @@ REDUCING_LAYERS = textwrap.dedent("""\
 """)
 
 
+# the closing line of the text reports (spmdcheck/report/__init__.py: summary_line)
+SUMMARY = re.compile(
+    r"^(All checks passed \(\d+ file\(s\) checked\)\."
+    r"|Found \d+ errors? and \d+ warnings? in \d+ file\(s\) \(checked \d+ file\(s\)\)\."
+    r"|No findings in the \d+ file\(s\) checked, but the run was incomplete)",
+    re.MULTILINE,
+)
+# `check` modes whose output is not a report (or is written elsewhere): nothing to recognise a run by
+NOT_A_REPORT = {"--diff", "--add-noqa", "--show-settings", "--show-types", "--statistics", "--write-baseline",
+                "--help", "-h", "--version"}
+
+
+def _option(args: list[str], name: str, default: str) -> str:
+    for i, arg in enumerate(args):
+        if arg == name and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith(name + "="):
+            return arg.split("=", 1)[1]
+    return default
+
+
+def assert_ran(args: list[str], proc: subprocess.CompletedProcess) -> None:
+    """A `check` that exited 0 (clean) or 1 (findings) really checked: its report is there, whole.
+
+    An exit status alone is also what an import error swallowed by a wrapper, an argument parsed as
+    something else, or an early return would give. The text reports must close with the summary line,
+    the JSON report must parse and count the files, SARIF and JUnit must parse; the line formats
+    (json-lines, github, gitlab) print nothing on a clean run, so there every line must parse."""
+    args = [str(a) for a in args]
+    if not args or args[0] != "check" or proc.returncode not in (0, 1) or NOT_A_REPORT & set(args):
+        return
+    out = proc.stdout if isinstance(proc.stdout, str) else (proc.stdout or b"").decode("utf-8", "replace")
+    if "--fix" in args and "-" in args:  # stdout holds the fixed source; the report goes to stderr
+        out = proc.stderr if isinstance(proc.stderr, str) else (proc.stderr or b"").decode("utf-8", "replace")
+    out = re.sub(r"\x1b\[[0-9;]*m", "", out)  # --color always
+    fmt = _option(args, "--output-format", "full")
+    where = f"`spmdcheck {' '.join(args)}` exited {proc.returncode} without a whole {fmt} report:\n{out[-2000:]}"
+    if fmt in ("full", "text", "concise"):
+        assert SUMMARY.search(out), where
+    elif fmt == "json":
+        summary = json.loads(out)["summary"]
+        assert isinstance(summary["files"], int), where
+    elif fmt in ("sarif", "gitlab"):
+        json.loads(out)
+    elif fmt == "junit":
+        ET.fromstring(out)
+    elif fmt == "json-lines":
+        for line in out.splitlines():
+            json.loads(line)
+    elif fmt == "github":
+        assert all(line.startswith("::") for line in out.splitlines() if line), where
+
+
 def run(args, cwd, env=None, timeout=300, **kw) -> subprocess.CompletedProcess:
     full_env = {**os.environ, **(env or {})}
     for key, value in (env or {}).items():
         if value is None:
             full_env.pop(key, None)
-    return subprocess.run(
+    proc = subprocess.run(
         [sys.executable, "-m", "spmdcheck", *args],
         cwd=cwd,
         capture_output=True,
@@ -48,3 +104,5 @@ def run(args, cwd, env=None, timeout=300, **kw) -> subprocess.CompletedProcess:
         env=full_env,
         **kw,
     )
+    assert_ran(list(args), proc)
+    return proc

@@ -8,6 +8,8 @@ import pathlib
 import subprocess
 import sys
 
+from cli_helpers import assert_ran
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 # a file with one known finding (SPMD102 on line 7), to prove that the rest of a run is still checked
@@ -27,9 +29,12 @@ def run(args: list[str], cwd: pathlib.Path, timeout: float = 180, **kw) -> subpr
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
     kw.setdefault("capture_output", True)
     kw.setdefault("text", not isinstance(kw.get("input"), bytes))
-    return subprocess.run(
+    proc = subprocess.run(
         [sys.executable, "-m", "spmdcheck", *args], cwd=cwd, timeout=timeout, env=env, **kw
     )
+    if kw.get("capture_output"):
+        assert_ran(args, proc)
+    return proc
 
 
 def output(proc: subprocess.CompletedProcess) -> str:

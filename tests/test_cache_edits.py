@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 import pytest
-from cli_helpers import REDUCING_LAYERS
+from cli_helpers import REDUCING_LAYERS, assert_ran
 
 LAYERS = (
     REDUCING_LAYERS
@@ -62,6 +62,7 @@ def _run(root, *extra: str) -> subprocess.CompletedProcess:
         timeout=600,
     )
     assert "Traceback" not in proc.stderr, proc.stderr
+    assert_ran(["check", "pkg", *extra], proc)
     return proc
 
 

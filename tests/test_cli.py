@@ -8,6 +8,7 @@ import sys
 import textwrap
 
 import pytest
+from cli_helpers import assert_ran
 
 BUGGY = textwrap.dedent("""\
     import torch
@@ -22,9 +23,11 @@ CLEAN = "import torch\nx = torch.randn(3)\n"
 
 
 def run(args, cwd, **kw):
-    return subprocess.run(
+    proc = subprocess.run(
         [sys.executable, "-m", "spmdcheck", *args], cwd=cwd, capture_output=True, text=True, timeout=120, **kw
     )
+    assert_ran(args, proc)
+    return proc
 
 
 @pytest.fixture

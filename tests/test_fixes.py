@@ -6,6 +6,7 @@ import sys
 import textwrap
 
 import libcst as cst
+from cli_helpers import assert_ran
 
 from spmdcheck.diagnostics.render import Diagnostic, SuggestionOut
 from spmdcheck.fixes.apply import apply_fixes
@@ -25,8 +26,10 @@ SRC = textwrap.dedent('''\
 
 
 def run(args, cwd):
-    return subprocess.run([sys.executable, "-m", "spmdcheck", *args], cwd=cwd, capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-m", "spmdcheck", *args], cwd=cwd, capture_output=True, text=True,
                           timeout=120)
+    assert_ran(args, proc)
+    return proc
 
 
 def test_fix_alone_changes_nothing_and_says_why(tmp_path):

@@ -1,4 +1,5 @@
-"""Fixtures are the spec: every program's diagnostics must be exactly the ones written on its lines.
+"""Fixtures are the spec: every program's findings must be exactly the ones written in it (line, column,
+code, severity and message; the format and its update mode: tests/expectations.py, fixtures/README.md).
 
 Each fixture names its mesh (and strict mode) in its header, `# spmdcheck: mesh = [...]`, which the
 checker itself reads; so `spmdcheck check fixtures/` prints exactly what the fixtures expect.
@@ -11,7 +12,8 @@ import sys
 from collections import defaultdict
 
 import pytest
-from conftest import FIXTURES, ROOT, expected_diagnostics
+from conftest import FIXTURES, ROOT
+from expectations import difference, from_diagnostics, parse
 
 from spmdcheck.api import Settings, check_source
 
@@ -19,6 +21,9 @@ PROGRAMS = FIXTURES / "programs"  # packages checked as whole programs: tests/te
 ALL_FILES = sorted(p for p in FIXTURES.rglob("*.py") if "__pycache__" not in p.parts)
 # single-file programs; a module of a package under programs/ means nothing checked alone
 CASES = [p for p in ALL_FILES if PROGRAMS not in p.parents]
+# the ground-truth harness's own programs (tests/test_ground_truth.py runs them, with torch): their findings
+# are stated the same way and checked here, where torch is not needed
+GROUND_TRUTH = sorted((ROOT / "tests" / "ground_truth" / "programs").glob("*.py"))
 
 
 def test_corpus_is_large_enough():
@@ -26,27 +31,34 @@ def test_corpus_is_large_enough():
 
 
 @pytest.mark.parametrize("path", CASES, ids=[str(p.relative_to(FIXTURES)) for p in CASES])
-def test_fixture(path, registry):
-    text = path.read_text(encoding="utf-8")
-    diags = check_source(text, str(path), Settings(), registry)
-    got = {(d.line, d.code, d.severity) for d in diags}
-    want = expected_diagnostics(text)
-    assert got == want, "\n".join(f"{d.line}: {d.code} {d.message}" for d in diags)
+def test_fixture(path, registry, expected_findings):
+    diags = check_source(path.read_text(encoding="utf-8"), str(path), Settings(), registry)
+    expected_findings.verify(path, from_diagnostics(diags))
 
 
-def test_command_line_on_fixtures_prints_exactly_the_expected_findings():
+@pytest.mark.parametrize("path", GROUND_TRUTH, ids=[p.name for p in GROUND_TRUTH])
+def test_ground_truth_program_findings(path, registry, expected_findings):
+    diags = check_source(path.read_text(encoding="utf-8"), str(path), Settings(), registry)
+    expected_findings.verify(path, from_diagnostics(diags))
+
+
+def test_command_line_on_fixtures_prints_exactly_the_expected_findings(expected_findings):
     """The README's first command: `spmdcheck check fixtures/` reports every expected finding, nothing else."""
+    expected_findings.skip_if_updating()
     proc = subprocess.run([sys.executable, "-m", "spmdcheck", "check", "fixtures", "--output-format", "json"],
                           cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 1, proc.stderr
-    got: dict[str, set] = defaultdict(set)
-    for d in json.loads(proc.stdout)["diagnostics"]:
-        got[d["path"]].add((d["line"], d["code"], d["severity"]))
+    report = json.loads(proc.stdout)
+    assert report["summary"]["files"] >= len(ALL_FILES), report["summary"]
+    got: dict[str, list] = defaultdict(list)
+    for d in report["diagnostics"]:
+        got[d["path"]].append(d)
         if d["code"] in MUST_SUGGEST:
             assert d["suggestions"], d
     for path in ALL_FILES:  # the programs' modules too: the CLI checks the folder as it finds it
         rel = str(path.relative_to(ROOT))
-        assert got.get(rel, set()) == expected_diagnostics(path.read_text(encoding="utf-8")), rel
+        problem = difference(from_diagnostics(got.get(rel, [])), parse(path.read_text(encoding="utf-8")))
+        assert not problem, f"{rel}:\n{problem}"
 
 
 # Codes whose fix is a call to insert: the text and JSON outputs must show it.

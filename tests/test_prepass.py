@@ -10,6 +10,7 @@ import sys
 import textwrap
 
 import pytest
+from cli_helpers import assert_ran
 from conftest import FIXTURES, ROOT
 
 from spmdcheck.program import prepass
@@ -115,14 +116,12 @@ def add(a, b):
 
 def _run(args: list[str], cwd, prepass_on: bool) -> subprocess.CompletedProcess:
     env = dict(os.environ, SPMDCHECK_NO_PREPASS="0" if prepass_on else "1")
-    return subprocess.run(
-        [sys.executable, "-m", "spmdcheck", "check", *args, "--output-format", "json", "--no-cache"],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
+    full = ["check", *args, "--output-format", "json", "--no-cache"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "spmdcheck", *full], cwd=cwd, env=env, capture_output=True, text=True, timeout=900
     )
+    assert_ran(full, proc)
+    return proc
 
 
 def _same_both_ways(args: list[str], cwd) -> str:

@@ -1,9 +1,9 @@
 """Whole programs are the spec of whole-program analysis: every folder of fixtures/programs/ is a package
 checked as ONE program, and its diagnostics must be exactly the ones written on the lines of its modules.
 
-The comparison is on (path relative to the program folder, line, code, severity), over all the modules,
-through the library (`spmdcheck.api.check_sources`) and through the real command line. The conventions are
-in fixtures/README.md ("Programs: whole packages").
+The comparison is on every finding (line, column, code, severity and message, in the format of
+tests/expectations.py) of every module, through the library (`spmdcheck.api.check_sources`) and through the
+real command line. The conventions are in fixtures/README.md ("Programs: whole packages").
 """
 from __future__ import annotations
 
@@ -14,9 +14,12 @@ import pathlib
 import re
 import subprocess
 import sys
+from collections import defaultdict
 
 import pytest
+from cli_helpers import assert_ran
 from conftest import FIXTURES, ROOT, expected_diagnostics
+from expectations import Expected, difference, from_diagnostics, parse, without_expectations
 
 from spmdcheck.api import Settings, check_sources
 from spmdcheck.diagnostics.codes import CODES
@@ -34,6 +37,7 @@ def modules(program: pathlib.Path) -> list[pathlib.Path]:
 
 
 def expected_program_diagnostics(program: pathlib.Path) -> set[Expectation]:
+    """What the modules claim, read even when incomplete: (path in the program, line, code, severity)."""
     out: set[Expectation] = set()
     for path in modules(program):
         rel = path.relative_to(program).as_posix()
@@ -41,16 +45,15 @@ def expected_program_diagnostics(program: pathlib.Path) -> set[Expectation]:
     return out
 
 
-def _show(items: set[Expectation]) -> str:
-    return "\n".join(f"  {p}:{line} {code} ({sev})" for p, line, code, sev in sorted(items)) or "  (none)"
+def expected_program_findings(program: pathlib.Path) -> dict[str, list[Expected]]:
+    """Every module's expected findings, by its path relative to the program folder."""
+    return {path.relative_to(program).as_posix(): parse(path.read_text(encoding="utf-8")) for path in modules(program)}
 
 
-def _compare(got: set[Expectation], want: set[Expectation], messages: dict | None = None) -> None:
-    if got == want:
-        return
-    extra = "\n".join(f"  {k[0]}:{k[1]} {k[2]}: {m}" for k, m in sorted((messages or {}).items()) if k in got - want)
-    pytest.fail(f"unexpected:\n{_show(got - want)}\nmissing:\n{_show(want - got)}"
-                + (f"\nmessages of the unexpected ones:\n{extra}" if extra else ""))
+def _differences(got: dict[str, list[Expected]], want: dict[str, list[Expected]]) -> list[str]:
+    """One paragraph per module whose findings are not the expected ones."""
+    return [f"{rel}:\n{problem}" for rel in sorted(set(got) | set(want))
+            if (problem := difference(got.get(rel, []), want.get(rel, [])))]
 
 
 def test_programs_are_present():
@@ -90,13 +93,12 @@ def _code_lines(path: pathlib.Path) -> list[str]:
     """The module without its docstring and without expectation comments: what a bug twin may change."""
     text = path.read_text(encoding="utf-8")
     body = ast.parse(text).body
-    lines = text.splitlines()
+    lines = without_expectations(text)
     if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
         lines = lines[: body[0].lineno - 1] + lines[body[0].end_lineno:]
-    return [EXPECT_COMMENT.sub("", line) for line in lines]
+    return lines
 
 
-EXPECT_COMMENT = re.compile(r"\s*#\s*(error|warning):.*$")
 MAX_CHANGED_LINES = 6  # one change: a line or two, and an import it needs or no longer needs
 
 
@@ -124,43 +126,32 @@ def test_expected_severities_match_the_codes(program):
 
 
 @pytest.mark.parametrize("program", PROGRAMS, ids=[p.name for p in PROGRAMS])
-def test_program(program, registry):
+def test_program(program, registry, expected_findings):
     sources = {str(path): path.read_text(encoding="utf-8") for path in modules(program)}
     result = check_sources(sources, Settings(), registry)
     assert set(result) == set(sources)
-    got: set[Expectation] = set()
-    messages = {}
-    for path, diags in result.items():
-        rel = pathlib.Path(path).relative_to(program).as_posix()
-        for d in diags:
-            key = (rel, d.line, d.code, d.severity)
-            got.add(key)
-            messages[key] = d.message
-    _compare(got, expected_program_diagnostics(program), messages)
+    expected_findings.verify_files({pathlib.Path(path): from_diagnostics(diags) for path, diags in result.items()})
 
 
-def test_command_line_checks_each_program_folder():
+def test_command_line_checks_each_program_folder(expected_findings):
     """`spmdcheck check fixtures/programs/<p> ...` (every program folder in one run): exactly the expected findings."""
+    expected_findings.skip_if_updating()
     args = [str(p.relative_to(ROOT)) for p in PROGRAMS]
     proc = subprocess.run([sys.executable, "-m", "spmdcheck", "check", *args, "--output-format", "json"],
                           cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode in (0, 1), proc.stderr
     report = json.loads(proc.stdout)
-    got: dict[pathlib.Path, set[Expectation]] = {p: set() for p in PROGRAMS}
-    messages = {}
+    assert report["summary"]["files"] == sum(len(modules(p)) for p in PROGRAMS), report["summary"]
+    got: dict[pathlib.Path, dict[str, list[dict]]] = {p: defaultdict(list) for p in PROGRAMS}
     for d in report["diagnostics"]:
         path = (ROOT / d["path"]).resolve()
         program = next((p for p in PROGRAMS if p in path.parents), None)
         assert program is not None, f"a diagnostic outside the programs: {d['path']}"
-        key = (path.relative_to(program).as_posix(), d["line"], d["code"], d["severity"])
-        got[program].add(key)
-        messages[key] = d["message"]
+        got[program][path.relative_to(program).as_posix()].append(d)
     failures = []
     for program in PROGRAMS:
-        want = expected_program_diagnostics(program)
-        if got[program] != want:
-            failures.append(f"{program.name}:\n unexpected:\n{_show(got[program] - want)}\n missing:\n"
-                            f"{_show(want - got[program])}")
+        found = {rel: from_diagnostics(ds) for rel, ds in got[program].items()}
+        failures += [f"{program.name}/{problem}" for problem in _differences(found, expected_program_findings(program))]
     assert not failures, "\n".join(failures)
     assert proc.returncode == (1 if any(expected_program_diagnostics(p) for p in PROGRAMS) else 0)
 
@@ -178,22 +169,28 @@ def test_files_named_alone_are_checked_within_their_project():
     named = {program: _named_file(program) for program in PROGRAMS}
     args = [str(f.relative_to(ROOT)) for f in named.values()]
 
-    def findings(*extra: str) -> set[tuple[str, int, str, str]]:
+    def findings(*extra: str) -> dict[str, list[Expected]]:
         proc = subprocess.run([sys.executable, "-m", "spmdcheck", "check", *args, *extra, "--no-cache",
                                "--output-format", "json"], cwd=ROOT, capture_output=True, text=True, timeout=600)
         assert proc.returncode in (0, 1), proc.stderr
-        return {((ROOT / d["path"]).resolve().relative_to(PROGRAMS_ROOT).as_posix(), d["line"], d["code"],
-                 d["severity"]) for d in json.loads(proc.stdout)["diagnostics"]}
+        report = json.loads(proc.stdout)
+        assert report["summary"]["files"] == len(args), report["summary"]
+        by_file: dict[str, list[dict]] = defaultdict(list)
+        for d in report["diagnostics"]:
+            by_file[(ROOT / d["path"]).resolve().relative_to(PROGRAMS_ROOT).as_posix()].append(d)
+        return {rel: from_diagnostics(ds) for rel, ds in by_file.items()}
 
-    want = {(f"{program.name}/{rel}", line, code, sev)
-            for program, f in named.items()
-            for rel, line, code, sev in expected_program_diagnostics(program)
-            if rel == f.relative_to(program).as_posix()}
+    want = {f"{program.name}/{f.relative_to(program).as_posix()}": parse(f.read_text(encoding="utf-8"))
+            for program, f in named.items()}
     got = findings()
-    assert got == want, f"unexpected:\n{_show(got - want)}\nmissing:\n{_show(want - got)}"
+    problems = _differences(got, {rel: found for rel, found in want.items() if found})
+    assert not problems, "\n".join(problems)
     # alone, a file whose types come from callers in other files is blind: the context is what finds them
     alone = findings("--no-project-context")
-    assert ("gpt_bug_missing_copy/layers.py", 84, "SPMD102", "error") in got - alone
+    def codes(report: dict[str, list[Expected]]) -> set[tuple[int, str]]:
+        return {(f.line, f.code) for f in report.get("gpt_bug_missing_copy/layers.py", [])}
+
+    assert (84, "SPMD102") in codes(got) - codes(alone)
 
 
 def test_a_focused_plan_runs_only_the_programs_that_import_the_focus():
@@ -218,6 +215,7 @@ def test_a_focused_run_does_not_answer_a_later_full_run_from_the_cache(tmp_path)
         proc = subprocess.run([sys.executable, "-m", "spmdcheck", "check", *args, "--output-format", "concise"],
                               cwd=tmp_path, capture_output=True, text=True, timeout=300)
         assert proc.returncode in (0, 1), proc.stderr
+        assert_ran(["check", *args, "--output-format", "concise"], proc)
         return [line.split(": ")[0] for line in proc.stdout.splitlines() if "SPMD" in line]
 
     # `div` does not import gpt/loss.py: the focused run leaves it unanalysed, and must not cache that

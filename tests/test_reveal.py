@@ -8,6 +8,7 @@ import sys
 import textwrap
 
 import pytest
+from cli_helpers import assert_ran
 
 MLP = textwrap.dedent("""\
     import torch
@@ -39,9 +40,11 @@ MLP = textwrap.dedent("""\
 
 
 def run(args, cwd, **kw):
-    return subprocess.run(
+    proc = subprocess.run(
         [sys.executable, "-m", "spmdcheck", *args], cwd=cwd, capture_output=True, text=True, timeout=120, **kw
     )
+    assert_ran(args, proc)
+    return proc
 
 
 @pytest.fixture

@@ -13,10 +13,11 @@ import ast
 import re
 from dataclasses import dataclass, field
 
+from expectations import claims  # the corpora's one expectation parser (tests/expectations.py)
+
 ENTRY = "step"
 HEADER_MESH = re.compile(r"^#\s*spmdcheck:\s*mesh\s*=\s*\[([^\]]*)\]", re.MULTILINE)
 HEADER_STRICT = re.compile(r"^#\s*spmdcheck:\s*strict\b", re.MULTILINE)
-EXPECT = re.compile(r"#\s*(error|warning):\s*((?:SPMD\d{3})(?:\s*,\s*SPMD\d{3})*)")
 
 KINDS = {
     "R": "R",
@@ -258,15 +259,6 @@ def module_constants(tree: ast.Module) -> dict[str, object]:
 
 
 # --------------------------------------------------------------------------- the program
-def expected_diagnostics(text: str) -> set[tuple[int, str, str]]:
-    out: set[tuple[int, str, str]] = set()
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        for m in EXPECT.finditer(line):
-            for code in re.split(r"\s*,\s*", m.group(2).strip()):
-                out.add((lineno, code, m.group(1)))
-    return out
-
-
 def mesh_of(text: str) -> tuple[str, ...]:
     m = HEADER_MESH.search(text)
     if not m:
@@ -335,7 +327,7 @@ def read_program(source: str, path: str = "<program>", entry: str = ENTRY) -> Pr
         params.append(Param(a.arg, types, shape, a.arg in defaults))
     returns = parse_return(fn.returns, mesh)
     return ProgramSpec(
-        path, source, mesh, bool(HEADER_STRICT.search(source)), entry, params, returns, expected_diagnostics(source)
+        path, source, mesh, bool(HEADER_STRICT.search(source)), entry, params, returns, claims(source)
     )
 
 

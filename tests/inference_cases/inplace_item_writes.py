@@ -19,7 +19,7 @@ def replicated_into_varying(frames: torch.Tensor, n: int) -> torch.Tensor:
 def varying_into_replicated_leaf(h: torch.Tensor) -> torch.Tensor:
     out = torch.zeros(8, 16, requires_grad=True).clone()
     spmd.assert_type(h, {"dp": spmd.V, "tp": spmd.R})
-    out[:, :4] = h  # error: SPMD111
+    out[:, :4] = h  # error: SPMD111 col 5
     return out
 
 
@@ -29,3 +29,6 @@ def parameter_of_untyped_data(x: torch.Tensor) -> torch.Tensor:
     buf = spmd.mutate_type(torch.zeros(4, 16), src=spmd.R, dst={"dp": spmd.V, "tp": spmd.I})
     buf[:, :] = table * torch.ones(4, 16)
     return buf
+
+# [expected messages] line:column CODE: message
+# 22:5 SPMD111: `x[...] = y` would change the type of `out` on axis 'dp' from R to V; an in-place write must keep its destination's type

@@ -26,7 +26,7 @@ def rowwise_config_without_sum(output_sp: bool) -> ShardingConfig:
     out_dst = SpmdLayout({"dp": spmd.S(0), "tp": spmd.S(1)}) if output_sp else SpmdLayout({"dp": spmd.S(0)})
     return ShardingConfig(
         state_shardings={"weight": SpmdLayout({"tp": spmd.S(1)})},
-        out_src_shardings=SpmdLayout({"dp": spmd.S(0), "tp": spmd.P}),  # warning: SPMD405
+        out_src_shardings=SpmdLayout({"dp": spmd.S(0), "tp": spmd.P}),  # warning: SPMD405 col 27
         out_dst_shardings=out_dst,
     )
 
@@ -52,5 +52,9 @@ class Block(nn.Module):
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         out = self.proj(h)
         spmd.assert_type(out, {"tp": spmd.R})  # tp is S(1) or R: unknown, silent
-        spmd.assert_type(out, {"dp": spmd.R})  # error: SPMD401
+        spmd.assert_type(out, {"dp": spmd.R})  # error: SPMD401 col 9
         return out
+
+# [expected messages] line:column CODE: message
+# 29:27 SPMD405: the module's output is a pending sum on axis 'tp' (out_src) and the contract gives it no destination on that axis: nothing reduces it
+# 55:9 SPMD401: assert_type: on axis 'dp' the value is S(0) but R is declared

@@ -11,7 +11,7 @@ def head_split(t: torch.Tensor, head_dim: int) -> torch.Tensor:
     spmd.assert_type(t, {"dp": spmd.S(0), "tp": spmd.S(2)})
     out = t.view(t.shape[0], t.shape[1], -1, head_dim)
     spmd.assert_type(out, {"dp": spmd.S(0), "tp": spmd.S(2)})
-    spmd.assert_type(out, {"tp": spmd.S(3)})  # error: SPMD401
+    spmd.assert_type(out, {"tp": spmd.S(3)})  # error: SPMD401 col 5
     return out
 
 
@@ -20,7 +20,7 @@ def unpacked_sizes(x: torch.Tensor) -> torch.Tensor:
     spmd.assert_type(x, {"dp": spmd.S(0), "tp": spmd.S(-1)})
     b, s, _ = x.shape
     y = x.view(b, s, -1, 64)
-    spmd.assert_type(y, {"tp": spmd.S(1)})  # error: SPMD401
+    spmd.assert_type(y, {"tp": spmd.S(1)})  # error: SPMD401 col 5
     return y
 
 
@@ -38,3 +38,7 @@ def computed_sizes(x: torch.Tensor, n: int) -> torch.Tensor:
     y = x.reshape(n * 2, -1)
     spmd.assert_type(y, {"tp": spmd.S(0)})
     return y
+
+# [expected messages] line:column CODE: message
+# 14:5 SPMD401: assert_type: on axis 'tp' the value is sharded on dim 2 but S(3) is declared
+# 23:5 SPMD401: assert_type: on axis 'tp' the value is sharded on dim 2 but S(1) is declared

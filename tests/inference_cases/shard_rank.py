@@ -18,4 +18,7 @@ def matrix_norm(x: torch.Tensor) -> torch.Tensor:
     # nothing says x has more than 2 dims: a matrix's last dim is the dp shard
     spmd.assert_type(x, {"dp": spmd.S(1)})
     variance = x.pow(2).mean(-1, keepdim=True)
-    return x * torch.rsqrt(variance + 1e-6)  # warning: SPMD201
+    return x * torch.rsqrt(variance + 1e-6)  # warning: SPMD201 col 28
+
+# [expected messages] line:column CODE: message
+# 21:28 SPMD201: `variance` is a per-rank partial sum on axis 'dp' (from the sharded contraction at line 20) and gets a Replicate or scalar term added by `Tensor.__add__` (counted once per rank) before it is reduced

@@ -16,4 +16,7 @@ def sync_expert_grads(grad: torch.Tensor):
 
 
 def typo(x: torch.Tensor):
-    return spmd.all_reduce(x, "tpp", src=P, dst=R)  # error: SPMD003
+    return spmd.all_reduce(x, "tpp", src=P, dst=R)  # error: SPMD003 col 31
+
+# [expected messages] line:column CODE: message
+# 19:31 SPMD003: unknown mesh axis 'tpp'; the mesh in scope has dp, tp

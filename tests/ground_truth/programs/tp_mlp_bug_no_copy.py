@@ -15,6 +15,9 @@ def step(
     w2: Annotated[torch.Tensor, {"tp": S(1)}],
 ) -> Annotated[torch.Tensor, {"tp": I}]:
     pass
-    h = torch.relu(x @ w1.T)
+    h = torch.relu(x @ w1.T)  # error: SPMD102 col 20
     y = h @ w2.T
     return spmd.all_reduce(y, "tp", src=P, dst=I)
+
+# [expected messages] line:column CODE: message
+# 18:20 SPMD102: Invariant on axis 'tp' cannot be mixed with other types: its gradient would not be all-reduced (operands: `x`: I, `w1.T`: S(1))

@@ -16,5 +16,8 @@ def step(
 ) -> Annotated[torch.Tensor, {"tp": I}]:
     x = spmd.convert(x, "tp", src=I, dst=R)
     h = torch.relu(x @ w1.T)
-    y = torch.relu(h @ w2.T)
+    y = torch.relu(h @ w2.T)  # warning: SPMD201 col 9
     return spmd.all_reduce(y, "tp", src=P, dst=I)
+
+# [expected messages] line:column CODE: message
+# 19:9 SPMD201: `h @ w2.T` is a per-rank partial sum on axis 'tp' (from the sharded contraction at line 19) and goes through non-linear `torch.relu` before it is reduced
