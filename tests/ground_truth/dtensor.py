@@ -9,7 +9,8 @@ The program convention (docs/ground_truth.md, "DTensor fixtures"):
   a dict of plain input tensors, whole and identical on every rank (a leaf that requires grad has its
   gradient compared too);
 * ``def step(model, batch)`` returns the loss (a plain scalar or a DTensor); the runner calls
-  ``backward()`` on it (on ``full_tensor()`` for a DTensor);
+  ``backward()`` on it (on ``full_tensor()`` for a DTensor), unless it needs no grad: then ``step`` ran its
+  own backward (a chunked loss);
 * optional ``MESH_SHAPES = [(2,), (4,)]``: the mesh shapes to run (default: ``(2,)`` and ``(4,)`` for a
   1-D mesh, ``(1, 2)`` and ``(2, 2)`` for a 2-D one).
 
@@ -146,7 +147,8 @@ def run_program(source: str, path: str, mesh, job_id: int) -> dict:  # noqa: ANN
         loss = module.step(model, batch)
         if isinstance(loss, DTensor):
             loss = loss.full_tensor()
-        loss.backward()
+        if loss.requires_grad:  # else `step` ran its own backward
+            loss.backward()
         grads: dict[str, object] = {}
         for pname, param in model.named_parameters():
             grad = param.grad
