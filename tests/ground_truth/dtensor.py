@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ast
 import datetime
+import logging
 import math
 import os
 import pathlib
@@ -95,6 +96,7 @@ def rank_main(rank: int, world: int, port: int, conn) -> None:  # noqa: ANN001
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
     warnings.filterwarnings("ignore")
+    logging.disable(logging.CRITICAL)  # torch logs a traceback per rank for every sharding error a bug twin raises
     import torch
     import torch.distributed as dist
 
