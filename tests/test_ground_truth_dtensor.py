@@ -63,3 +63,33 @@ def test_distributed_run(runner, program, shape):
         assert run.outcome != "match", f"the bug twin matches its reference: {run.summary()}"
     else:
         assert run.outcome == "match", run.summary()
+
+
+HANGS = '''# spmdcheck: mesh = ["tp"]
+import torch
+import torch.distributed as dist
+from torch import nn
+
+
+def build(mesh):
+    return nn.Linear(2, 2), {}
+
+
+def step(model, batch):
+    if dist.get_rank() == 0:
+        dist.all_reduce(torch.ones(1))  # the other rank never joins
+    return model.weight.sum()
+'''
+
+
+def test_a_program_that_hangs_is_a_hang_and_the_pool_recovers(runner, tmp_path):
+    program = tmp_path / "hangs_bug_rank0_collective.py"
+    program.write_text(HANGS, encoding="utf-8")
+    runner.timeout, before = 5.0, runner.timeout
+    try:
+        status, detail = runner.execute(program, ("tp",), (2,))
+    finally:
+        runner.timeout = before
+    assert status == "hang", detail
+    ok = next(p for p in PROGRAMS if not p.is_bug and len(p.axes) == 1)
+    assert runner.run(ok, (2,)).outcome == "match"
