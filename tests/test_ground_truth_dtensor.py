@@ -8,6 +8,7 @@
 Select with ``pytest -m ground_truth``; ``python -m tests.ground_truth.dtensor`` prints every run with its
 largest difference. See docs/ground_truth.md, "DTensor fixtures".
 """
+
 from __future__ import annotations
 
 import pytest
@@ -65,7 +66,7 @@ def test_distributed_run(runner, program, shape):
         assert run.outcome == "match", run.summary()
 
 
-HANGS = '''# spmdcheck: mesh = ["tp"]
+HANGS = """# spmdcheck: mesh = ["tp"]
 import torch
 import torch.distributed as dist
 from torch import nn
@@ -79,7 +80,7 @@ def step(model, batch):
     if dist.get_rank() == 0:
         dist.all_reduce(torch.ones(1))  # the other rank never joins
     return model.weight.sum()
-'''
+"""
 
 
 def test_a_program_that_hangs_is_a_hang_and_the_pool_recovers(runner, tmp_path):

@@ -22,6 +22,7 @@ between ranks shows as a different value on some rank) and each input leaf's gra
 One pool of rank processes per world size (1, 2, 4), from the forkserver of ``pool.py``; the ranks join a
 gloo group once and run program after program. A program that does not answer within the timeout is a hang.
 """
+
 from __future__ import annotations
 
 import ast
@@ -124,8 +125,10 @@ def rank_main(rank: int, world: int, port: int, conn) -> None:  # noqa: ANN001
             answer = {"status": "ok", **run_program(job["source"], job["path"], meshes[key], job["id"])}
         except BaseException as exc:  # noqa: BLE001 - a program's failure is an answer, never a dead rank
             text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-            answer = {"status": "error", "error": {"message": f"{type(exc).__name__}: {str(exc)[:1000]}",
-                                                   "traceback": text[-3000:]}}
+            answer = {
+                "status": "error",
+                "error": {"message": f"{type(exc).__name__}: {str(exc)[:1000]}", "traceback": text[-3000:]},
+            }
         conn.send_bytes(pickle.dumps(answer))
     try:
         dist.destroy_process_group()
@@ -173,16 +176,29 @@ class DTensorPool(rank_pool.RankPool):
         ctx = rank_pool._context()
         # Effective only while the forkserver has not started (no other pool yet): then every rank forks
         # with DTensor imported once, instead of importing it in each rank (seconds each on a busy machine).
-        ctx.set_forkserver_preload(["torch", "torch.distributed", "spmd_types", rank_pool.worker.__name__,
-                                    "torch.distributed.tensor", "torch.distributed.tensor.parallel",
-                                    "torch.distributed.tensor.experimental", __name__])
+        ctx.set_forkserver_preload(
+            [
+                "torch",
+                "torch.distributed",
+                "spmd_types",
+                rank_pool.worker.__name__,
+                "torch.distributed.tensor",
+                "torch.distributed.tensor.parallel",
+                "torch.distributed.tensor.experimental",
+                __name__,
+            ]
+        )
         t0 = time.perf_counter()
         port = rank_pool.free_port()
         self.procs, self.conns = [], []
         for rank in range(self.world):
             parent, child = ctx.Pipe()
-            proc = ctx.Process(target=rank_main, args=(rank, self.world, port, child), daemon=True,
-                               name=f"gt-dtensor{self.world}-r{rank}")
+            proc = ctx.Process(
+                target=rank_main,
+                args=(rank, self.world, port, child),
+                daemon=True,
+                name=f"gt-dtensor{self.world}-r{rank}",
+            )
             proc.start()
             child.close()
             self.procs.append(proc)
@@ -271,8 +287,13 @@ class Runner:
         """("ok", [answer per rank]) | ("error", message) | ("hang", message)."""
         world = math.prod(shape)
         self._jobs += 1
-        job = {"source": path.read_text(encoding="utf-8"), "path": str(path), "axes": list(axes),
-               "shape": list(shape), "id": self._jobs}
+        job = {
+            "source": path.read_text(encoding="utf-8"),
+            "path": str(path),
+            "axes": list(axes),
+            "shape": list(shape),
+            "id": self._jobs,
+        }
         answers, broken = self._pool(world).run([job] * world, self.timeout)
         if broken:
             missing = [i for i, a in enumerate(answers) if a is None]
@@ -316,7 +337,8 @@ def main(argv: list[str] | None = None) -> int:
             shapes = [(1,) * len(program.axes), *program.shapes]
             runs = [runner.run(program, s) for s in shapes]
             expected = [r.outcome == "match" for r in runs[:1]] + [
-                (r.outcome != "match") if program.is_bug else (r.outcome == "match") for r in runs[1:]]
+                (r.outcome != "match") if program.is_bug else (r.outcome == "match") for r in runs[1:]
+            ]
             bad += not all(expected)
             flag = "ok  " if all(expected) else "FAIL"
             print(f"{flag} {program.name}", flush=True)
