@@ -211,11 +211,13 @@ def compare(reference: dict, answers: list[dict], axes: tuple[str, ...], shape: 
     worst, differing = 0.0, []
     want = {name: value for name, (value, _) in reference["params"].items()}
     tp = shape[axes.index("tp")] if "tp" in axes else 1
+    held: set[str] = set()
     for rank, answer in enumerate(answers):
         tp_rank = coordinates(rank, shape)[axes.index("tp")] if "tp" in axes else 0
         got = answer["params"]
-        for name in sorted(set(want) | set(got)):
-            value, dim = got.get(name, (None, None))
+        held |= set(got)
+        for name in sorted(got):  # a rank holds its own experts only: the names it has
+            value, dim = got[name]
             expected = want.get(name)
             if expected is not None and dim is not None:
                 expected = expected.chunk(tp, dim=dim)[tp_rank]
@@ -223,6 +225,7 @@ def compare(reference: dict, answers: list[dict], axes: tuple[str, ...], shape: 
             worst = max(worst, diff)
             if not ok:
                 differing.append(f"rank {rank}: {name}")
+    differing += [f"no rank: {name}" for name in sorted(set(want) - held)]
     return not differing, worst, differing
 
 
