@@ -21,7 +21,16 @@ if not torch.distributed.is_available() or not torch.distributed.is_gloo_availab
     pytest.skip("torch.distributed with the gloo backend is not available", allow_module_level=True)
 
 from conftest import expected_diagnostics  # noqa: E402
-from ground_truth.gradsync import ENTRY, PENDING, Runner, coordinates, discover, modules  # noqa: E402
+from ground_truth.gradsync import (  # noqa: E402
+    ENTRY,
+    PENDING,
+    PROPOSED_CODES,
+    ROOT,
+    Runner,
+    coordinates,
+    discover,
+    modules,
+)
 
 PACKAGES = discover()
 BUGS = [p for p in PACKAGES if p.is_bug]
@@ -54,6 +63,15 @@ def test_every_kind_has_its_pair_and_every_module_the_headers():
             assert PENDING.match(lines[1]), f"{path}: no `# spmdcheck-pending: issue 21` on line 2"
             expected |= {(path.name, *e) for e in expected_diagnostics("\n".join(lines))}
         assert bool(expected) == p.is_bug, f"{p.name}: bug packages expect a diagnostic, ok packages none"
+        assert all(code in PROPOSED_CODES and severity == "error" for _, _, code, severity in expected), p.name
+
+
+def test_the_proposed_codes_are_documented():
+    doc = (ROOT / "docs" / "ground_truth.md").read_text(encoding="utf-8")
+    for code, name in PROPOSED_CODES.items():
+        assert f"| {code} | `{name}` |" in doc, code
+    used = {code for p in BUGS for path in modules(p.path) for _, code, _ in expected_diagnostics(path.read_text())}
+    assert used == set(PROPOSED_CODES), "a proposed code no package expects, or the reverse"
 
 
 def test_coordinates_are_row_major():

@@ -55,6 +55,16 @@ PROGRAMS = ROOT / "fixtures" / "programs"
 PREFIX = "gradsync_"
 PENDING = re.compile(r"^#\s*spmdcheck-pending:\s*issue 21\s*$")
 ENTRY = "train.py"
+# The codes the packages expect, proposed for issue 21 (docs/ground_truth.md, "Proposed codes"): not in
+# spmdcheck/diagnostics/codes.py until the analysis exists.
+PROPOSED_CODES = {
+    "SPMD601": "missing-gradient-reduction",
+    "SPMD602": "double-gradient-reduction",
+    "SPMD603": "gradient-reduction-wrong-group",
+    "SPMD604": "accumulation-sync-misplaced",
+    "SPMD605": "clip-norm-wrong-axes",
+    "SPMD606": "gradient-averaged-twice",
+}
 
 _BUG = re.compile(r"^(?P<name>.+?)_bug_(?P<what>.+)$")
 
