@@ -86,3 +86,10 @@ def registry():
     from spmdcheck.api import load_registry
 
     return load_registry(())
+
+
+def expect_pending(request: pytest.FixtureRequest, reason: str | None) -> None:
+    """Mark the running corpus test a strict expected failure when its fixture is pending (expectations.pending)."""
+    if reason is not None:
+        why = f"pending ({reason}): the checker does not find it yet"
+        request.applymarker(pytest.mark.xfail(strict=True, reason=why))

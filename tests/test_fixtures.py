@@ -12,8 +12,8 @@ import sys
 from collections import defaultdict
 
 import pytest
-from conftest import FIXTURES, ROOT
-from expectations import difference, from_diagnostics, parse
+from conftest import FIXTURES, ROOT, expect_pending
+from expectations import difference, from_diagnostics, parse, pending
 
 from spmdcheck.api import Settings, check_source
 
@@ -31,8 +31,10 @@ def test_corpus_is_large_enough():
 
 
 @pytest.mark.parametrize("path", CASES, ids=[str(p.relative_to(FIXTURES)) for p in CASES])
-def test_fixture(path, registry, expected_findings):
-    diags = check_source(path.read_text(encoding="utf-8"), str(path), Settings(), registry)
+def test_fixture(path, registry, expected_findings, request):
+    text = path.read_text(encoding="utf-8")
+    expect_pending(request, pending(text))
+    diags = check_source(text, str(path), Settings(), registry)
     expected_findings.verify(path, from_diagnostics(diags))
 
 
@@ -57,7 +59,10 @@ def test_command_line_on_fixtures_prints_exactly_the_expected_findings(expected_
             assert d["suggestions"], d
     for path in ALL_FILES:  # the programs' modules too: the CLI checks the folder as it finds it
         rel = str(path.relative_to(ROOT))
-        problem = difference(from_diagnostics(got.get(rel, [])), parse(path.read_text(encoding="utf-8")))
+        text = path.read_text(encoding="utf-8")
+        if pending(text) is not None:
+            continue  # its own test is a strict expected failure (test_fixture, test_programs.test_program)
+        problem = difference(from_diagnostics(got.get(rel, [])), parse(text))
         assert not problem, f"{rel}:\n{problem}"
 
 

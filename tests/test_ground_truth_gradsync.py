@@ -60,7 +60,8 @@ def test_every_kind_has_its_pair_and_every_module_the_headers():
                 assert not lines, f"{path}: __init__.py files are empty"
                 continue
             assert lines[0].startswith("# spmdcheck: mesh = ["), path
-            assert PENDING.match(lines[1]), f"{path}: no `# spmdcheck-pending: issue 21` on line 2"
+            # a bug the checker cannot find yet says so on line 2 (its corpus test is a strict expected failure)
+            assert not p.is_bug or PENDING.match(lines[1]), f"{path}: no `# spmdcheck-pending: issue 21` on line 2"
             expected |= {(path.name, *e) for e in expected_diagnostics("\n".join(lines))}
         assert bool(expected) == p.is_bug, f"{p.name}: bug packages expect a diagnostic, ok packages none"
         assert all(code in PROPOSED_CODES and severity == "error" for _, _, code, severity in expected), p.name

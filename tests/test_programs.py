@@ -18,14 +18,23 @@ from collections import defaultdict
 
 import pytest
 from cli_helpers import assert_ran
-from conftest import FIXTURES, ROOT, expected_diagnostics
-from expectations import Expected, difference, from_diagnostics, parse, without_expectations
+from conftest import FIXTURES, ROOT, expect_pending, expected_diagnostics
+from expectations import PENDING, Expected, difference, from_diagnostics, parse, pending, without_expectations
 
 from spmdcheck.api import Settings, check_sources
 from spmdcheck.diagnostics.codes import CODES
 
 PROGRAMS_ROOT = FIXTURES / "programs"
 PROGRAMS = sorted(p for p in PROGRAMS_ROOT.iterdir() if p.is_dir() and (p / "__init__.py").is_file())
+
+
+def program_pending(program: pathlib.Path) -> str | None:
+    """Why a package's expectations are pending (a module's `# spmdcheck-pending:` line), else None."""
+    return next(filter(None, (pending(m.read_text(encoding="utf-8")) for m in sorted(program.rglob("*.py")))), None)
+
+
+# packages whose findings the checker can give today: the command-line runs compare all of these at once
+SETTLED = [p for p in PROGRAMS if program_pending(p) is None]
 HEADER = re.compile(r"^# spmdcheck: mesh = \[.*\]$")
 _BUG = re.compile(r"^(?P<name>.+?)_bug_(?P<what>.+)$")
 
@@ -90,10 +99,10 @@ def test_program_layout(program):
 
 
 def _code_lines(path: pathlib.Path) -> list[str]:
-    """The module without its docstring and without expectation comments: what a bug twin may change."""
+    """The module without its docstring, expectation comments and pending marker: what a bug twin may change."""
     text = path.read_text(encoding="utf-8")
     body = ast.parse(text).body
-    lines = without_expectations(text)
+    lines = ["" if PENDING.match(line) else line for line in without_expectations(text)]
     if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
         lines = lines[: body[0].lineno - 1] + lines[body[0].end_lineno:]
     return lines
@@ -121,12 +130,15 @@ def test_bug_program_is_its_twin_with_one_change(program):
 @pytest.mark.parametrize("program", PROGRAMS, ids=[p.name for p in PROGRAMS])
 def test_expected_severities_match_the_codes(program):
     for rel, line, code, severity in expected_program_diagnostics(program):
+        if code not in CODES and program_pending(program) is not None:
+            continue  # a code proposed with a pending package (docs/ground_truth.md) exists once the check does
         assert code in CODES, f"{rel}:{line}: unknown code {code}"
         assert CODES[code].severity == severity, f"{rel}:{line}: {code} is an {CODES[code].severity}"
 
 
 @pytest.mark.parametrize("program", PROGRAMS, ids=[p.name for p in PROGRAMS])
-def test_program(program, registry, expected_findings):
+def test_program(program, registry, expected_findings, request):
+    expect_pending(request, program_pending(program))
     sources = {str(path): path.read_text(encoding="utf-8") for path in modules(program)}
     result = check_sources(sources, Settings(), registry)
     assert set(result) == set(sources)
@@ -136,24 +148,24 @@ def test_program(program, registry, expected_findings):
 def test_command_line_checks_each_program_folder(expected_findings):
     """`spmdcheck check fixtures/programs/<p> ...` (every program folder in one run): exactly the expected findings."""
     expected_findings.skip_if_updating()
-    args = [str(p.relative_to(ROOT)) for p in PROGRAMS]
+    args = [str(p.relative_to(ROOT)) for p in SETTLED]
     proc = subprocess.run([sys.executable, "-m", "spmdcheck", "check", *args, "--output-format", "json"],
                           cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode in (0, 1), proc.stderr
     report = json.loads(proc.stdout)
-    assert report["summary"]["files"] == sum(len(modules(p)) for p in PROGRAMS), report["summary"]
-    got: dict[pathlib.Path, dict[str, list[dict]]] = {p: defaultdict(list) for p in PROGRAMS}
+    assert report["summary"]["files"] == sum(len(modules(p)) for p in SETTLED), report["summary"]
+    got: dict[pathlib.Path, dict[str, list[dict]]] = {p: defaultdict(list) for p in SETTLED}
     for d in report["diagnostics"]:
         path = (ROOT / d["path"]).resolve()
-        program = next((p for p in PROGRAMS if p in path.parents), None)
+        program = next((p for p in SETTLED if p in path.parents), None)
         assert program is not None, f"a diagnostic outside the programs: {d['path']}"
         got[program][path.relative_to(program).as_posix()].append(d)
     failures = []
-    for program in PROGRAMS:
+    for program in SETTLED:
         found = {rel: from_diagnostics(ds) for rel, ds in got[program].items()}
         failures += [f"{program.name}/{problem}" for problem in _differences(found, expected_program_findings(program))]
     assert not failures, "\n".join(failures)
-    assert proc.returncode == (1 if any(expected_program_diagnostics(p) for p in PROGRAMS) else 0)
+    assert proc.returncode == (1 if any(expected_program_diagnostics(p) for p in SETTLED) else 0)
 
 
 def _named_file(program: pathlib.Path) -> pathlib.Path:
@@ -166,7 +178,7 @@ def _named_file(program: pathlib.Path) -> pathlib.Path:
 def test_files_named_alone_are_checked_within_their_project():
     """pre-commit names only the changed files: each is analysed with the other files of its package
     (callers elsewhere give its functions their types) and gets exactly the findings of the folder run."""
-    named = {program: _named_file(program) for program in PROGRAMS}
+    named = {program: _named_file(program) for program in SETTLED}
     args = [str(f.relative_to(ROOT)) for f in named.values()]
 
     def findings(*extra: str) -> dict[str, list[Expected]]:
