@@ -24,6 +24,7 @@ from spmdcheck.analysis.values import (
     TensorValue,
     Value,
 )
+from spmdcheck.diagnostics.violations.contracts import ArgumentTypeMismatch, ReturnTypeMismatch
 from spmdcheck.lattice import GradState, SpmdType
 
 
@@ -107,7 +108,7 @@ def call_module(
         routed.append((keyword, value, arg_node))
     result = interp.call(forward, routed, node, receiver=module)
     if from_slot is not None and contract.returns:
-        signature.check_declared(interp, result, contract.returns, node, "SPMD402", "returned value (out_src)")
+        signature.check_declared(interp, result, contract.returns, node, ReturnTypeMismatch, "returned value (out_src)")
     if contract.delivered and (result is UNKNOWN or isinstance(result, TensorValue)):
         grad = result.grad if isinstance(result, TensorValue) else GradState.UNKNOWN
         return TensorValue(SpmdType(contract.delivered), grad, None)
@@ -137,5 +138,10 @@ def _check_source(interp: Engine, contract: MethodContract, name: str | None, va
     """An argument the caller passes must be the contract's in_src layout for it (SPMD403 at the argument)."""
     if name in contract.sources and isinstance(value, TensorValue):
         spmd_api.refine(
-            interp, value, contract.sources[name], node, "SPMD403", f"argument `{name}` (the contract's in_src)"
+            interp,
+            value,
+            contract.sources[name],
+            node,
+            ArgumentTypeMismatch,
+            f"argument `{name}` (the contract's in_src)",
         )

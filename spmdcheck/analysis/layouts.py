@@ -38,6 +38,7 @@ from spmdcheck.analysis.values import (
     Value,
     layout_options,
 )
+from spmdcheck.diagnostics.violations.contracts import ContractInputWithoutSource, UnreducedContractOutput
 from spmdcheck.lattice import AxisType, GradState, Kind, S, SpmdType
 from spmdcheck.rules.model import OpRule
 
@@ -145,14 +146,7 @@ def check_written(interp: Analysis, contract: ContractValue) -> None:
             if name in sources:
                 _check_pair(interp, coll, sources[name], dst, dst_in[1], f"input `{name}`")
             elif contract.rule.dst_needs_src and readable and not _names_unknown_keys(src_in):
-                interp.report(
-                    Finding(
-                        "SPMD406",
-                        dst_in[1] or contract.node,
-                        f"input `{name}` has a destination layout (in_dst) but no source layout (in_src): the "
-                        "module's wrapper cannot redistribute it and refuses the call",
-                    )
-                )
+                interp.report(Finding.of(ContractInputWithoutSource(name), dst_in[1] or contract.node))
     out_src, out_dst = contract.get("out_src"), contract.get("out_dst")
     if out_src is None:
         return
@@ -167,15 +161,7 @@ def check_written(interp: Analysis, contract: ContractValue) -> None:
             continue  # a destination the checker cannot read: it may reduce the sum
         unreduced = [a for a in pending if dst_axes is None or a not in dst_axes]
         for axis in unreduced:
-            interp.report(
-                Finding(
-                    "SPMD405",
-                    out_src[1] or contract.node,
-                    f"the module's output is a pending sum on axis {axis!r} (out_src) and the contract gives it no "
-                    f"destination on that axis: nothing reduces it",
-                    severity="warning",
-                )
-            )
+            interp.report(Finding.of(UnreducedContractOutput(axis), out_src[1] or contract.node))
         if unreduced:
             break  # reported once, not once per layout the destination may be
         if out_dst is not None and dst_axes is not None:

@@ -20,7 +20,6 @@ from spmdcheck.analysis.values import (
 )
 from spmdcheck.diagnostics.violations.inference import (
     AXIS_RULE_VIOLATIONS,
-    TYPE_CHANGING_WRITES,
     InplaceTypeChange,
     MissingAxis,
     MixedShardLayout,
@@ -597,16 +596,14 @@ def check_mutation(
     new: TensorValue,
     target_node: cst.CSTNode | None,
     node: cst.CSTNode,
-    write: type[TypeChangingWrite] | str,
+    write: type[TypeChangingWrite],
     op_name: str,
 ) -> None:
     """An in-place write must keep the destination's type (R/I -> V allowed on a no-grad buffer).
 
     `write` is the violation a type change is: InplaceTypeChange (an in-place op, out=) or
-    SetitemTypeChange (`x[...] = y`); a code string names one of them (callers not yet converted).
+    SetitemTypeChange (`x[...] = y`).
     """
-    if isinstance(write, str):
-        write = TYPE_CHANGING_WRITES[write]
     merged = dict(old.type)
     for axis in sorted(set(old.type) | set(new.type)):
         before, after = old.type.get(axis), new.type.get(axis)

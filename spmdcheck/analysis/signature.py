@@ -25,6 +25,8 @@ from spmdcheck.analysis.values import (
     Value,
     join,
 )
+from spmdcheck.diagnostics.violations.contracts import ArgumentTypeMismatch, DeclaredTypeMismatch, ReturnTypeMismatch
+from spmdcheck.diagnostics.violations.inputs import MalformedAnnotation, UnknownAxis
 from spmdcheck.lattice import AxisType, GradState, SpmdType
 from spmdcheck.rules.typespec import TypeSpecError, parse_type_spec
 
@@ -103,7 +105,7 @@ def annotation_type(interp: Engine, ann: cst.BaseExpression) -> dict[str, AxisTy
         value = interp.eval(elements[0])
         if isinstance(value, Literal) and isinstance(value.value, str):
             return _spec_string(interp, value.value, ann)
-        interp.report(Finding("SPMD002", ann, 'Local[...] takes a string like "tp: V, dp: S(0)"'))
+        interp.report(Finding.of(MalformedAnnotation("local-spec"), ann))
     return None
 
 
@@ -112,7 +114,7 @@ def _spec_string(interp: Engine, text: str, node: cst.CSTNode) -> dict[str, Axis
     try:
         return _check_axes(interp, parse_type_spec(text), node)
     except TypeSpecError as exc:
-        interp.report(Finding("SPMD002", node, f"cannot read this SPMD type: {exc}"))
+        interp.report(Finding.of(MalformedAnnotation("unreadable", str(exc)), node))
         return None
 
 
@@ -124,7 +126,7 @@ def _metadata_type(interp: Engine, meta: cst.BaseExpression) -> dict[str, AxisTy
         try:
             td = type_dict(value)
         except TypeExprError as exc:
-            interp.report(Finding("SPMD002", meta, f"cannot read this SPMD type: {exc}"))
+            interp.report(Finding.of(MalformedAnnotation("unreadable", str(exc)), meta))
             return None
         return spmd_api.asserted_axes(interp, td, meta)
     return None
@@ -135,11 +137,7 @@ def _check_axes(interp: Engine, axes: dict[str, AxisType], node: cst.CSTNode) ->
     out = {}
     for axis, t in axes.items():
         if known and axis not in known and not is_opaque_axis(axis):
-            interp.report(
-                Finding(
-                    "SPMD003", node, f"unknown mesh axis {axis!r}; the mesh in scope has {', '.join(sorted(known))}"
-                )
-            )
+            interp.report(Finding.of(UnknownAxis(axis, tuple(known)), node))
             continue
         out[axis] = t
     return out
@@ -233,7 +231,7 @@ def parameter_values(
             if value is UNKNOWN:  # a module's config object, known by its annotation only
                 value = configs.config_parameter(interp, p.annotation, receiver, interp.frame.owner) or value
             if declared:
-                checked = check_declared(interp, value, declared, given[1], "SPMD403", f"argument `{name}`")
+                checked = check_declared(interp, value, declared, given[1], ArgumentTypeMismatch, f"argument `{name}`")
                 # like mypy: past a reported mismatch, the body sees the declared type
                 if isinstance(checked, TensorValue):
                     checked = TensorValue(
@@ -257,18 +255,24 @@ def parameter_values(
 
 
 def check_declared(
-    interp: Engine, value: Value, declared: dict[str, AxisType], node: cst.CSTNode, code: str, what: str
+    interp: Engine,
+    value: Value,
+    declared: dict[str, AxisType],
+    node: cst.CSTNode,
+    contract: type[DeclaredTypeMismatch],
+    what: str,
 ) -> Value:
+    """`value` checked against the `declared` type of `what`: a disagreement is reported as `contract`."""
     if isinstance(value, Alternatives):
         options = []
         for t, path in value.options:
             before = len(interp.ctx.findings)
-            options.append((check_declared(interp, t, declared, node, code, what), path))
+            options.append((check_declared(interp, t, declared, node, contract, what), path))
             for f in interp.ctx.findings[before:]:
                 f.branches = f.branches or path
         return Alternatives(tuple(options))  # type: ignore[arg-type]
     if isinstance(value, TensorValue):
-        return spmd_api.refine(interp, value, declared, node, code, what)
+        return spmd_api.refine(interp, value, declared, node, contract, what)
     if value is UNKNOWN:
         return TensorValue(SpmdType(declared), GradState.UNKNOWN, None)
     return value
@@ -294,7 +298,7 @@ def check_returns(
             value = join(value, v)
         return value
     for value, node in returns:
-        check_declared(interp, value, declared, node, "SPMD402", "return value")
+        check_declared(interp, value, declared, node, ReturnTypeMismatch, "return value")
     reduced = next((v.reduced_at for v, _ in returns if isinstance(v, TensorValue) and v.reduced_at), ())
     return TensorValue(SpmdType(declared), GradState.UNKNOWN, None, reduced_at=reduced)
 
@@ -320,5 +324,5 @@ def _check_tuple_returns(interp: Engine, elements: list, returns: list[tuple[Val
         if isinstance(value, Seq) and len(value.items) == len(elements):
             for item, want in zip(value.items, elements):
                 if want is not None:
-                    check_declared(interp, item, want, node, "SPMD402", "returned tuple element")
+                    check_declared(interp, item, want, node, ReturnTypeMismatch, "returned tuple element")
     return Seq(tuple(TensorValue(SpmdType(d), GradState.UNKNOWN, None) if d is not None else UNKNOWN for d in elements))

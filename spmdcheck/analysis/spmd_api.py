@@ -33,7 +33,6 @@ from spmdcheck.analysis.values import (
 )
 from spmdcheck.diagnostics.violations.collectives import ForbiddenTransition
 from spmdcheck.diagnostics.violations.contracts import (
-    DECLARED_TYPE_MISMATCHES,
     ArgumentTypeMismatch,
     AssertTypeMismatch,
     DeclaredTypeMismatch,
@@ -74,16 +73,14 @@ def refine(
     x: TensorValue,
     axes: dict[str, AxisType],
     node: cst.CSTNode,
-    contract: type[DeclaredTypeMismatch] | str,
+    contract: type[DeclaredTypeMismatch],
     what: str,
 ) -> TensorValue:
     """assert_type semantics: set unknown axes, check known ones; V may become P (or S(d)).
 
     `contract` is the violation a disagreement is (AssertTypeMismatch, ReturnTypeMismatch,
-    ArgumentTypeMismatch); a code string names one of them (callers not yet converted).
+    ArgumentTypeMismatch).
     """
-    if isinstance(contract, str):
-        contract = DECLARED_TYPE_MISMATCHES[contract]
     merged = dict(x.type)
     for axis, want in sorted(axes.items()):
         have = x.type.get(axis)

@@ -23,6 +23,7 @@ from spmdcheck.analysis.values import (
     TensorValue,
     Value,
 )
+from spmdcheck.diagnostics.violations.inference import SetitemTypeChange
 from spmdcheck.lattice import AxisType, GradState, Kind, Linearity, Operand, SpmdType, infer_axis
 from spmdcheck.rules.model import OpRule
 
@@ -159,4 +160,4 @@ def setitem(interp: Engine, target: cst.Subscript, value: Value, value_node: cst
     for axis in set(base.type) - set(value.type):
         axes[axis] = base.type[axis]
     merged = TensorValue(SpmdType(axes), GradState.join([base.grad, value.grad]), base.rank)
-    ops.check_mutation(interp, base, merged, target.value, target, "SPMD111", "x[...] = y")
+    ops.check_mutation(interp, base, merged, target.value, target, SetitemTypeChange, "x[...] = y")

@@ -150,9 +150,11 @@ class _CheckRun:
         store = open_cache(args, self.primary.root, settings) if stdin_text is None else None
         registry = self._stubs(settings, store)
         if isinstance(stdin_text, ParseFailure):
-            from spmdcheck.diagnostics.render import make
+            from spmdcheck.diagnostics.render import diagnostic_of
+            from spmdcheck.diagnostics.violations.inputs import SyntaxErrorFound
 
-            group_results = [FileResult(group[0], [make(group[0], "SPMD001", stdin_text.message, stdin_text.line)])]
+            undecodable = SyntaxErrorFound("undecodable", stdin_text.message)
+            group_results = [FileResult(group[0], [diagnostic_of(group[0], undecodable, stdin_text.line)])]
         elif stdin_text is not None:
             from spmdcheck.engine.check import check_source
 
@@ -194,7 +196,8 @@ class _CheckRun:
     def _stubs(self, settings: Settings, store: ResultCache | None) -> Registry | None:
         """The registry (None: not loaded, a cached run reads only the cache); its stub errors reported once
         for groups with the same stubs."""
-        from spmdcheck.diagnostics.render import make
+        from spmdcheck.diagnostics.render import diagnostic_of
+        from spmdcheck.diagnostics.violations.inputs import ConfigError
         from spmdcheck.rules.registry import load_registry
 
         registry = None
@@ -207,7 +210,7 @@ class _CheckRun:
                 store.set_stub_errors(registry.errors)
         if settings.stub_path not in self.reported:
             self.reported.add(settings.stub_path)
-            self.diags += [make(e.split(":", 1)[0], "SPMD005", f"stub error: {e}") for e in stub_errors]
+            self.diags += [diagnostic_of(e.split(":", 1)[0], ConfigError("stub", e)) for e in stub_errors]
         return registry
 
 

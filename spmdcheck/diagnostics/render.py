@@ -70,21 +70,6 @@ class Diagnostic:
         }
 
 
-def make(
-    path: str,
-    code: str,
-    message: str,
-    line: int = 1,
-    column: int = 1,
-    end_line: int | None = None,
-    end_column: int | None = None,
-) -> Diagnostic:
-    info = CODES[code]
-    return Diagnostic(
-        path, line, column, end_line or line, end_column or column, code, info.name, info.severity, message
-    )
-
-
 def diagnostic_of(
     path: str,
     violation: Violation,
@@ -95,7 +80,18 @@ def diagnostic_of(
 ) -> Diagnostic:
     """The diagnostic of a violation found before analysis (a file, a setting, a comment), where positions
     are known already."""
-    return make(path, violation.code, violation.message, line, column, end_line, end_column)
+    info = violation.info()
+    return Diagnostic(
+        path,
+        line,
+        column,
+        end_line or line,
+        end_column or column,
+        violation.code,
+        info.name,
+        info.severity,
+        violation.message,
+    )
 
 
 class ProgramPositions:

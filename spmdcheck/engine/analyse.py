@@ -9,7 +9,8 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from spmdcheck.analysis import budget
-from spmdcheck.diagnostics.render import Diagnostic, make
+from spmdcheck.diagnostics.render import Diagnostic, diagnostic_of
+from spmdcheck.diagnostics.violations.inputs import InternalError, SyntaxErrorFound
 from spmdcheck.engine.check import check_source, check_sources
 from spmdcheck.engine.collection import without_cycle_collection
 from spmdcheck.engine.plan import LoadedFile, load_file, plan_programs, program_graph
@@ -35,9 +36,9 @@ def guarded(paths: list[str], run: Callable[[], dict[str, list[Diagnostic]]]) ->
             found = run()
         return [FileResult(path, found.get(path, [])) for path in paths]
     except budget.BudgetExceeded as exc:
-        return [FileResult(path, [make(path, "SPMD000", f"{exc}; the file was not checked")]) for path in paths]
+        return [FileResult(path, [diagnostic_of(path, InternalError(str(exc)))]) for path in paths]
     except RecursionError:
-        return [FileResult(path, [make(path, "SPMD001", "file is too deeply nested to analyse")]) for path in paths]
+        return [FileResult(path, [diagnostic_of(path, SyntaxErrorFound("too-deep"))]) for path in paths]
     except Exception as exc:  # noqa: BLE001 - one file's bug in the checker must not stop the run
         # only the innermost frame, and a bounded message: never format a (possibly huge, recursive) traceback
         tb = exc.__traceback__
@@ -48,8 +49,8 @@ def guarded(paths: list[str], run: Callable[[], dict[str, list[Diagnostic]]]) ->
             text = str(exc)[:300]
         except Exception:  # noqa: BLE001 - an exception whose str() fails
             text = "?"
-        message = f"internal error: {type(exc).__name__}: {text} (at {where})"
-        return [FileResult(path, [make(path, "SPMD000", message)]) for path in paths]
+        crash = InternalError(text, type(exc).__name__, where)
+        return [FileResult(path, [diagnostic_of(path, crash)]) for path in paths]
 
 
 def check_file(path: str, settings: Settings, registry: Registry | None = None) -> FileResult:

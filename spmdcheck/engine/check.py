@@ -7,8 +7,9 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from spmdcheck.diagnostics.codes import CODES
-from spmdcheck.diagnostics.render import Diagnostic, ProgramPositions, make
+from spmdcheck.diagnostics.render import Diagnostic, ProgramPositions, diagnostic_of
 from spmdcheck.diagnostics.suppression import apply_suppressions
+from spmdcheck.diagnostics.violations.inputs import ConfigError, SyntaxErrorFound
 from spmdcheck.engine.record import Recorder, fill_recorder, merge_selective, start_log
 from spmdcheck.frontend.guard import MAX_EXPRESSION_DEPTH, call_with_deep_stack
 from spmdcheck.frontend.source import parse, parse_screened
@@ -23,6 +24,7 @@ if TYPE_CHECKING:  # libcst and the analysis load when a file is analysed: a cac
     from spmdcheck.analysis.context import BindObserver, Options
     from spmdcheck.analysis.program import SourceUnit
     from spmdcheck.rules.stubs import Registry
+
 
 def check_source(
     text: str,
@@ -203,11 +205,9 @@ class _UnitReader:
             parsed, deep = parse_screened(text, path in self.shallow)  # never report a syntax error the blanking made
         out = self.out[path]
         out += [
-            make(
+            diagnostic_of(
                 path,
-                "SPMD001",
-                f"expression nested {d.depth} levels deep (the limit is {MAX_EXPRESSION_DEPTH}): it was not "
-                "analysed (read as an unknown value); the rest of the file was checked",
+                SyntaxErrorFound("deep-expression", depth=d.depth, limit=MAX_EXPRESSION_DEPTH),
                 d.line,
                 d.column,
             )
@@ -216,18 +216,10 @@ class _UnitReader:
         if isinstance(parsed, ParseFailure):
             if self.part is not None:
                 raise ElidedBody  # file indices would no longer match the record's: the whole program answers
-            out.append(
-                make(
-                    path,
-                    "SPMD001",
-                    f"syntax error: {parsed.message}; the file was not checked",
-                    parsed.line,
-                    parsed.column,
-                )
-            )
+            out.append(diagnostic_of(path, SyntaxErrorFound("syntax", parsed.message), parsed.line, parsed.column))
             return None
         options, errors = _file_options(source, self.settings)
-        out += [make(path, "SPMD005", message, line) for line, message in errors]
+        out += [diagnostic_of(path, ConfigError("setting", message), line) for line, message in errors]
         self.strict_of[path] = options.strict
         return SourceUnit(path, parsed, options, self._module(path), source.mesh_names)
 

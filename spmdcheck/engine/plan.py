@@ -8,7 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
-from spmdcheck.diagnostics.render import make
+from spmdcheck.diagnostics.render import diagnostic_of
+from spmdcheck.diagnostics.violations.inputs import ConfigError, SyntaxErrorFound
 from spmdcheck.engine.collection import without_cycle_collection
 from spmdcheck.frontend.source import ParseFailure
 from spmdcheck.frontend.source_file import SourceFile
@@ -20,6 +21,7 @@ from spmdcheck.settings import FileResult, Settings
 if TYPE_CHECKING:
     from spmdcheck.engine.incremental import Outline
     from spmdcheck.rules.stubs import Registry
+
 
 class FilePlan(NamedTuple):
     """What the pre-pass's taint decided for a file."""
@@ -56,9 +58,11 @@ def load_file(path: str, settings: Settings) -> LoadedFile | FileResult:
     try:
         source = SourceFile.read(path)
     except OSError as exc:
-        return FileResult(path, [make(path, "SPMD005", f"cannot read file: {exc.strerror}")])
+        return FileResult(path, [diagnostic_of(path, ConfigError("unreadable", exc.strerror))])
     if isinstance(source, ParseFailure):
-        return FileResult(path, [make(path, "SPMD001", source.message, source.line, source.column)])
+        return FileResult(
+            path, [diagnostic_of(path, SyntaxErrorFound("undecodable", source.message), source.line, source.column)]
+        )
     return LoadedFile(path, source, relevant=True)
 
 

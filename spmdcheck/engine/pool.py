@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, NamedTuple
 
-from spmdcheck.diagnostics.render import make
+from spmdcheck.diagnostics.render import diagnostic_of
+from spmdcheck.diagnostics.violations.inputs import InternalError
 from spmdcheck.engine.analyse import (
     ANALYSIS_BUDGET_PER_FILE_S,
     ANALYSIS_BUDGET_S,
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
 
     from spmdcheck.engine.incremental import Selective
     from spmdcheck.rules.stubs import Registry
+
 
 class ProgramTask(NamedTuple):
     """One program of a run, as a worker receives it."""
@@ -58,7 +60,7 @@ def _check_program_in_worker(task: ProgramTask) -> ProgramOutcome:
 
 def _program_failed(task: ProgramTask, why: str) -> ProgramOutcome:
     """A program whose worker crashed or overran: SPMD000 on each of its files, and the run goes on."""
-    failed = [FileResult(f.path, [make(f.path, "SPMD000", f"{why}; the file was not checked")]) for f in task.files]
+    failed = [FileResult(f.path, [diagnostic_of(f.path, InternalError(why))]) for f in task.files]
     return ProgramOutcome(task.index, failed, None)
 
 

@@ -15,7 +15,8 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 from spmdcheck.analysis.context import FileContext
 from spmdcheck.analysis.reveal import TypeView, merge_views, view_of
 from spmdcheck.analysis.values import Value
-from spmdcheck.diagnostics.render import Diagnostic, make
+from spmdcheck.diagnostics.render import Diagnostic, diagnostic_of
+from spmdcheck.diagnostics.violations.inputs import ConfigError
 from spmdcheck.engine.check import check_source, check_sources
 from spmdcheck.rules.stubs import Registry
 from spmdcheck.settings import Settings
@@ -112,11 +113,9 @@ def infer_files(paths: list[str], settings: Settings, registry: Registry | None 
         try:
             texts[path] = pathlib.Path(path).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
-            unreadable[path] = TypedFile(path, [make(path, "SPMD005", f"cannot read file: {exc}")])
+            unreadable[path] = TypedFile(path, [diagnostic_of(path, ConfigError("unreadable", str(exc)))])
     collector = _Collector()
     diagnostics = check_sources(texts, settings, registry, on_bind=collector) if texts else {}
     return [
-        unreadable.get(path)
-        or TypedFile(path, diagnostics.get(path, []), collector.bindings(path))
-        for path in paths
+        unreadable.get(path) or TypedFile(path, diagnostics.get(path, []), collector.bindings(path)) for path in paths
     ]

@@ -12,7 +12,8 @@ import pathlib
 import re
 from dataclasses import dataclass, field, replace
 
-from spmdcheck.diagnostics.render import Diagnostic, SuggestionOut, make
+from spmdcheck.diagnostics.render import Diagnostic, SuggestionOut, diagnostic_of
+from spmdcheck.diagnostics.violations.inputs import InternalError
 from spmdcheck.engine.typeinfo import Binding, TypedFile, infer_source
 from spmdcheck.fixes.apply import fix_text
 from spmdcheck.frontend.guard import quiet_ast_parse
@@ -218,5 +219,5 @@ def analyse(text: str, path: str | None) -> Analysis:
         settings = settings_for(path)
         result = infer_source(text, shown, settings, load_registry(settings.stub_path))
     except Exception as exc:  # noqa: BLE001 - the editor session must survive a checker bug
-        result = TypedFile(shown, [make(shown, "SPMD000", f"internal error: {type(exc).__name__}: {exc}")])
+        result = TypedFile(shown, [diagnostic_of(shown, InternalError(str(exc), type(exc).__name__))])
     return Analysis(text, result)

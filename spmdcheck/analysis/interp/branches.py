@@ -25,6 +25,7 @@ from spmdcheck.analysis.values import (
     is_tensor,
     join,
 )
+from spmdcheck.diagnostics.violations.control_flow import CollectiveInRankBranch, RankSpecificGraph
 
 
 class BranchRunner:
@@ -185,18 +186,10 @@ class BranchRunner:
         if not live:
             return
         site = self.ctx.site(node)
-        what = "loop count" if isinstance(node, (cst.For, cst.While)) else "condition"
+        loop = isinstance(node, (cst.For, cst.While))
         self.report(
-            Finding(
-                "SPMD502",
-                node.iter if isinstance(node, cst.For) else node.test,
-                f"`{live[0]}` is computed differently depending on the rank-dependent {what} at "
-                f"{{site:{site}}} and used after it: a program compiled once and run on every rank would "
-                + (
-                    "run the loop the same number of times on every rank"
-                    if what == "loop count"
-                    else "give some ranks the other branch's computation"
-                ),
+            Finding.of(
+                RankSpecificGraph(live[0], site, loop=loop), node.iter if isinstance(node, cst.For) else node.test
             )
         )
 
@@ -215,19 +208,11 @@ class BranchRunner:
         only_if = [c for c in in_if if (c[0], c[1]) not in else_keys]
         only_else = [c for c in in_else if (c[0], c[1]) not in if_keys]
         if only_if or only_else:
-            (api, axis, call), arm = (only_if[0], "true") if only_if else (only_else[0], "false")
+            (api, axis, call), in_true_arm = (only_if[0], True) if only_if else (only_else[0], False)
         else:  # the same collectives in another order
-            (api, axis, call), arm = in_if[0], "true"
-        where = f"on axis {axis!r} " if axis else ""
+            (api, axis, call), in_true_arm = in_if[0], True
         site = self.ctx.site(node)
-        self.report(
-            Finding(
-                "SPMD501",
-                call,
-                f"`{api}` {where}runs only on the ranks where the rank-dependent condition at {{site:{site}}} is "
-                f"{arm}: the other ranks never join it (or join another collective), and the program hangs",
-            )
-        )
+        self.report(Finding.of(CollectiveInRankBranch(api, axis, "branch", site, arm=in_true_arm), call))
 
     def attr_writes(self) -> _AttrWriteLog:
         """The attribute writes made within the block (each with the value it replaced)."""

@@ -35,6 +35,7 @@ from spmdcheck.analysis.values import (
     Value,
     alternatives_of,
 )
+from spmdcheck.diagnostics.violations.control_flow import CollectiveInRankBranch
 from spmdcheck.lattice import AxisType, GradState, Kind, SpmdType
 
 
@@ -96,16 +97,7 @@ class Interpreter(ModuleRunner, StatementRunner, BranchRunner, LoopRunner):
             if condition.diverges_along(axis):
                 what = "loop" if isinstance(where, (cst.For, cst.While)) else "early exit"
                 site = self.ctx.site(where)
-                on = f"on axis {axis!r} " if axis else ""
-                self.report(
-                    Finding(
-                        "SPMD501",
-                        node,
-                        f"`{api}` {on}is reached only on some ranks of its group: the rank-dependent {what} at "
-                        f"{{site:{site}}} lets the other ranks skip it (or run it another number of times), "
-                        f"and the program hangs",
-                    )
-                )
+                self.report(Finding.of(CollectiveInRankBranch(api, axis, what, site), node))
                 return
 
     def rebind(self, node: cst.CSTNode | None, value: Value) -> None:
@@ -187,11 +179,7 @@ class Interpreter(ModuleRunner, StatementRunner, BranchRunner, LoopRunner):
         for i in range(len(self.call_sites) - 1, -1, -1):
             ctx, call = self.call_sites[i]
             if not ctx.stub:
-                name = self.inline_stack[i].name.value
-                moved = Finding(finding.code, call, f"in library code `{name}`: {finding.message}")
-                moved.origin = ctx
-                moved.severity = finding.severity
-                return moved
+                return finding.at_library_call(call, self.inline_stack[i].name.value, ctx)
         return None
 
     def result_grad(self, grads: Sequence[GradState]) -> GradState:

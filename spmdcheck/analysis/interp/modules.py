@@ -29,6 +29,7 @@ from spmdcheck.analysis.values import (
     is_tensor,
     share_objects,
 )
+from spmdcheck.diagnostics.violations.contracts import ReturnTypeMismatch
 from spmdcheck.lattice import GradState, SpmdType
 from spmdcheck.program.graph import ModuleFile, resolve_import
 from spmdcheck.rules.model import OpRule
@@ -212,7 +213,7 @@ class ModuleRunner:
                 if contract is not None and contract.returns:
                     for value, node in frame.returns:
                         signature.check_declared(
-                            self, value, contract.returns, node, "SPMD402", "returned value (out_src)"
+                            self, value, contract.returns, node, ReturnTypeMismatch, "returned value (out_src)"
                         )
         finally:
             if entered_body:

@@ -29,6 +29,7 @@ from spmdcheck.analysis.values import (
     Value,
     unpack,
 )
+from spmdcheck.diagnostics.violations.contracts import AssertTypeMismatch
 
 _AUGOP_DUNDER = {
     cst.AddAssign: "__iadd__",
@@ -183,7 +184,7 @@ class StatementRunner:
                 return  # a declaration binds nothing (a class-level one types the attribute: exec_class)
             value = self.eval(small.value)
             if declared is not None:
-                value = signature.check_declared(self, value, declared, small, "SPMD401", "annotated variable")
+                value = signature.check_declared(self, value, declared, small, AssertTypeMismatch, "annotated variable")
             self.assign(small.target, value, small.value)
         elif kind is cst.AugAssign:
             self.exec_augassign(small)
@@ -312,7 +313,7 @@ class StatementRunner:
                 declared = owner.cls.declared_type(target.attr.value)
                 if declared and value_node is not None:
                     value = signature.check_declared(
-                        self, value, declared, value_node, "SPMD401", "annotated attribute"
+                        self, value, declared, value_node, AssertTypeMismatch, "annotated attribute"
                     )
                 self.set_attr(owner, target.attr.value, value)
                 if self.ctx.observed:  # the binding's name is the target's source text: made only when watched

@@ -117,8 +117,3 @@ class ContractInputWithoutSource(Violation):
             f"input `{self.input_name}` has a destination layout (in_dst) but no source layout (in_src): the "
             "module's wrapper cannot redistribute it and refuses the call"
         )
-
-
-DECLARED_TYPE_MISMATCHES: dict[str, type[DeclaredTypeMismatch]] = {
-    v.code: v for v in (AssertTypeMismatch, ReturnTypeMismatch, ArgumentTypeMismatch)
-}

@@ -190,6 +190,3 @@ class InplaceTypeChange(TypeChangingWrite):
 @dataclass(frozen=True)
 class SetitemTypeChange(TypeChangingWrite):
     code = "SPMD111"
-
-
-TYPE_CHANGING_WRITES: dict[str, type[TypeChangingWrite]] = {v.code: v for v in (InplaceTypeChange, SetitemTypeChange)}
