@@ -324,14 +324,14 @@ class Runner:
         return Run(shape, "match" if same else "differ", worst, differing=differing)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m tests.ground_truth.dtensor [FILTER...]``: one line per program and mesh shape."""
-    filters = list(sys.argv[1:] if argv is None else argv)
-    runner = Runner()
+def sweep(runner: Runner, programs: list, filters: list[str]) -> int:
+    """Run every program (matching a filter) on one rank and on each of its mesh shapes, print one line per
+    program and run; 1 when a bug twin matches, an ok twin differs or a one-rank run differs. The gradient-
+    synchronisation runner (gradsync.py) sweeps its packages with it too."""
     t0 = time.perf_counter()
     bad = 0
     try:
-        for program in discover():
+        for program in programs:
             if filters and not any(f in program.name for f in filters):
                 continue
             shapes = [(1,) * len(program.axes), *program.shapes]
@@ -348,6 +348,11 @@ def main(argv: list[str] | None = None) -> int:
         runner.close()
     print(f"{time.perf_counter() - t0:.1f}s", flush=True)
     return 1 if bad else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m tests.ground_truth.dtensor [FILTER...]``: one line per program and mesh shape."""
+    return sweep(Runner(), discover(), list(sys.argv[1:] if argv is None else argv))
 
 
 if __name__ == "__main__":

@@ -48,7 +48,7 @@ import warnings
 from dataclasses import dataclass
 
 from . import pool as rank_pool
-from .dtensor import RUN_TIMEOUT, Run, _close, default_shapes
+from .dtensor import RUN_TIMEOUT, Run, _close, default_shapes, sweep
 from .spec import mesh_of, module_constants
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -306,28 +306,7 @@ class Runner:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m tests.ground_truth.gradsync [FILTER...]``: one line per package and mesh shape."""
-    filters = list(sys.argv[1:] if argv is None else argv)
-    runner = Runner()
-    t0 = time.perf_counter()
-    bad = 0
-    try:
-        for program in discover():
-            if filters and not any(f in program.name for f in filters):
-                continue
-            shapes = [(1,) * len(program.axes), *program.shapes]
-            runs = [runner.run(program, s) for s in shapes]
-            expected = [r.outcome == "match" for r in runs[:1]] + [
-                (r.outcome != "match") if program.is_bug else (r.outcome == "match") for r in runs[1:]
-            ]
-            bad += not all(expected)
-            flag = "ok  " if all(expected) else "FAIL"
-            print(f"{flag} {program.name}", flush=True)
-            for r in runs:
-                print(f"       {r.summary()}", flush=True)
-    finally:
-        runner.close()
-    print(f"{time.perf_counter() - t0:.1f}s", flush=True)
-    return 1 if bad else 0
+    return sweep(Runner(), discover(), list(sys.argv[1:] if argv is None else argv))
 
 
 if __name__ == "__main__":
