@@ -188,33 +188,39 @@ class DTensorPool(rank_pool.RankPool):
                 __name__,
             ]
         )
-        t0 = time.perf_counter()
-        port = rank_pool.free_port()
-        self.procs, self.conns = [], []
-        for rank in range(self.world):
-            parent, child = ctx.Pipe()
-            proc = ctx.Process(
-                target=rank_main,
-                args=(rank, self.world, port, child),
-                daemon=True,
-                name=f"gt-dtensor{self.world}-r{rank}",
-            )
-            proc.start()
-            child.close()
-            self.procs.append(proc)
-            self.conns.append(parent)
-        deadline = time.monotonic() + self.start_timeout
-        for rank, conn in enumerate(self.conns):
-            left = deadline - time.monotonic()
-            if left <= 0 or not conn.poll(left):
-                self.close()
-                raise RuntimeError(f"rank {rank} of the DTensor pool (world {self.world}) did not start")
-            msg = pickle.loads(conn.recv_bytes())
-            if msg.get("status") != "ready":
-                self.close()
-                raise RuntimeError(f"rank {rank} failed to start: {msg.get('error', {}).get('message')}")
-        self.stats.started += 1
-        self.stats.start_seconds += time.perf_counter() - t0
+        spawn_ranks(self, ctx, rank_main, "DTensor")
+
+
+def spawn_ranks(pool: rank_pool.RankPool, ctx, target, label: str) -> None:  # noqa: ANN001
+    """Start `pool`'s ranks running `target(rank, world, port, conn)` and wait until each says it is ready (the
+    DTensor and gradient-synchronisation pools start alike)."""
+    t0 = time.perf_counter()
+    port = rank_pool.free_port()
+    pool.procs, pool.conns = [], []
+    for rank in range(pool.world):
+        parent, child = ctx.Pipe()
+        proc = ctx.Process(
+            target=target,
+            args=(rank, pool.world, port, child),
+            daemon=True,
+            name=f"gt-{label.lower()}{pool.world}-r{rank}",
+        )
+        proc.start()
+        child.close()
+        pool.procs.append(proc)
+        pool.conns.append(parent)
+    deadline = time.monotonic() + pool.start_timeout
+    for rank, conn in enumerate(pool.conns):
+        left = deadline - time.monotonic()
+        if left <= 0 or not conn.poll(left):
+            pool.close()
+            raise RuntimeError(f"rank {rank} of the {label} pool (world {pool.world}) did not start")
+        msg = pickle.loads(conn.recv_bytes())
+        if msg.get("status") != "ready":
+            pool.close()
+            raise RuntimeError(f"rank {rank} failed to start: {msg.get('error', {}).get('message')}")
+    pool.stats.started += 1
+    pool.stats.start_seconds += time.perf_counter() - t0
 
 
 # --------------------------------------------------------------------------- judging

@@ -42,13 +42,12 @@ import re
 import shutil
 import sys
 import tempfile
-import time
 import traceback
 import warnings
 from dataclasses import dataclass
 
 from . import pool as rank_pool
-from .dtensor import RUN_TIMEOUT, Run, _close, default_shapes, sweep
+from .dtensor import RUN_TIMEOUT, Run, _close, default_shapes, spawn_ranks, sweep
 from .spec import mesh_of, module_constants
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -177,33 +176,7 @@ class GradSyncPool(rank_pool.RankPool):
 
     def start(self) -> None:
         ctx = rank_pool._context()
-        t0 = time.perf_counter()
-        port = rank_pool.free_port()
-        self.procs, self.conns = [], []
-        for rank in range(self.world):
-            parent, child = ctx.Pipe()
-            proc = ctx.Process(
-                target=rank_main,
-                args=(rank, self.world, port, child),
-                daemon=True,
-                name=f"gt-gradsync{self.world}-r{rank}",
-            )
-            proc.start()
-            child.close()
-            self.procs.append(proc)
-            self.conns.append(parent)
-        deadline = time.monotonic() + self.start_timeout
-        for rank, conn in enumerate(self.conns):
-            left = deadline - time.monotonic()
-            if left <= 0 or not conn.poll(left):
-                self.close()
-                raise RuntimeError(f"rank {rank} of the gradsync pool (world {self.world}) did not start")
-            msg = pickle.loads(conn.recv_bytes())
-            if msg.get("status") != "ready":
-                self.close()
-                raise RuntimeError(f"rank {rank} failed to start: {msg.get('error', {}).get('message')}")
-        self.stats.started += 1
-        self.stats.start_seconds += time.perf_counter() - t0
+        spawn_ranks(self, ctx, rank_main, "gradsync")
 
 
 # --------------------------------------------------------------------------- judging
