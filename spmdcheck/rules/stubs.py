@@ -1,4 +1,8 @@
-"""Load `.pyi` stub files (parsed with libcst, never imported) into a Registry.
+"""Load `.pyi` stub files (parsed with Python's `ast`, never imported) into a Registry.
+
+A stub is read for its signatures and decorators only (a `@model` body is interpreted later, from its
+file, by the analysis), so the standard parser suffices: it reads the shipped stubs in a twentieth of
+libcst's time, and a run whose results are cached never imports libcst for them.
 
 A stub file's path gives its module (`stubs/torch/nn/functional.pyi` ->
 `torch.nn.functional`, `__init__.pyi` -> the package). In it:
@@ -18,7 +22,6 @@ import pathlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
-from spmdcheck.frontend.lazy_libcst import cst  # imported on first use
 from spmdcheck.lattice import Linearity
 from spmdcheck.rules.model import (
     CollectiveRule,
@@ -78,34 +81,49 @@ class Registry:
         self.errors.extend(other.errors)
 
 
-def _literal(node: cst.BaseExpression, module: cst.Module) -> object:
-    code = module.code_for_node(node)
+class _Source:
+    """A stub's text, for the exact spelling of a node (annotations are matched as written)."""
+
+    def __init__(self, text: str) -> None:
+        # lines as UTF-8 (the parser's column offsets count bytes), split once: `ast.get_source_segment`
+        # splits the whole text again on every call
+        self.lines = [line.encode("utf-8") for line in text.splitlines(keepends=True)]
+
+    def code(self, node: ast.AST) -> str:
+        first, last = node.lineno - 1, (node.end_lineno or node.lineno) - 1  # type: ignore[attr-defined]
+        start, end = node.col_offset, node.end_col_offset  # type: ignore[attr-defined]
+        if first == last:
+            return self.lines[first][start:end].decode("utf-8")
+        parts = [self.lines[first][start:], *self.lines[first + 1 : last], self.lines[last][:end]]
+        return b"".join(parts).decode("utf-8")
+
+
+def _literal(node: ast.expr, module: _Source) -> object:
     try:
-        return ast.literal_eval(code)
-    except (ValueError, SyntaxError) as exc:
-        raise StubError(f"decorator argument is not a literal: {code}") from exc
+        return ast.literal_eval(node)
+    except (ValueError, SyntaxError, TypeError) as exc:
+        raise StubError(f"decorator argument is not a literal: {module.code(node)}") from exc
 
 
-def _decorator_parts(dec: cst.Decorator, module: cst.Module) -> tuple[str, list[object], dict[str, object]]:
-    node = dec.decorator
+def _decorator_parts(node: ast.expr, module: _Source) -> tuple[str, list[object], dict[str, object]]:
     args: list[object] = []
     kwargs: dict[str, object] = {}
-    if isinstance(node, cst.Call):
+    if isinstance(node, ast.Call):
         for arg in node.args:
-            value = _literal(arg.value, module)
-            if arg.keyword is not None:
-                kwargs[arg.keyword.value] = value
-            else:
-                args.append(value)
+            args.append(_literal(arg, module))
+        for keyword in node.keywords:
+            if keyword.arg is None:
+                raise StubError(f"decorator argument is not a literal: **{module.code(keyword.value)}")
+            kwargs[keyword.arg] = _literal(keyword.value, module)
         node = node.func
-    name = module.code_for_node(node).split(".")[-1]
+    name = module.code(node).split(".")[-1]
     return name, args, kwargs
 
 
-def _role(annotation: cst.Annotation | None, module: cst.Module) -> ParamRole:
+def _role(annotation: ast.expr | None, module: _Source) -> ParamRole:
     if annotation is None:
         return ParamRole.OTHER
-    text = module.code_for_node(annotation.annotation).replace(" ", "")
+    text = module.code(annotation).replace(" ", "")
     if "Tensor" in text and any(s in text for s in ("Sequence[", "list[", "List[", "tuple[", "Tuple[", "Iterable[")):
         return ParamRole.TENSORS
     if "Tensor" in text and any(s in text for s in ("Number", "float", "int", "complex")):
@@ -115,10 +133,10 @@ def _role(annotation: cst.Annotation | None, module: cst.Module) -> ParamRole:
     return ParamRole.OTHER
 
 
-def _returns(annotation: cst.Annotation | None, module: cst.Module) -> Returns:
+def _returns(annotation: ast.expr | None, module: _Source) -> Returns:
     if annotation is None:
         return Returns.TENSOR
-    text = module.code_for_node(annotation.annotation).replace(" ", "")
+    text = module.code(annotation).replace(" ", "")
     if text == "None":
         return Returns.NONE
     if "Tensor" in text and any(s in text for s in ("tuple[", "Tuple[", "list[", "List[", "Sequence[")):
@@ -130,32 +148,33 @@ def _returns(annotation: cst.Annotation | None, module: cst.Module) -> Returns:
     return Returns.VALUE
 
 
-def _params(fn: cst.FunctionDef, module: cst.Module, is_method: bool) -> tuple[Param, ...]:
+def _default(node: ast.expr | None) -> tuple[object, bool]:
+    """A parameter's default as a literal (None when it is not one) and whether it has one."""
+    if node is None:
+        return None, False
+    try:
+        return ast.literal_eval(node), True
+    except (ValueError, SyntaxError, TypeError):
+        return None, True
+
+
+def _params(fn: ast.FunctionDef | ast.AsyncFunctionDef, module: _Source, is_method: bool) -> tuple[Param, ...]:
     out: list[Param] = []
-    p = fn.params
-    plain = list(p.posonly_params) + list(p.params)
-    for i, param in enumerate(plain):
-        name = param.name.value
+    p = fn.args
+    plain = [*p.posonlyargs, *p.args]
+    # defaults belong to the last positional parameters
+    defaults: list[ast.expr | None] = [None] * (len(plain) - len(p.defaults)) + list(p.defaults)
+    for i, (param, default_node) in enumerate(zip(plain, defaults)):
         role = _role(param.annotation, module)
         if is_method and i == 0:
             role = ParamRole.TENSOR  # self
-        default, has_default = None, param.default is not None
-        if param.default is not None:
-            try:
-                default = ast.literal_eval(module.code_for_node(param.default))
-            except (ValueError, SyntaxError):
-                default = None
-        out.append(Param(name, role, True, param not in p.posonly_params, False, default, has_default))
-    if isinstance(p.star_arg, cst.Param):
-        out.append(Param(p.star_arg.name.value, _role(p.star_arg.annotation, module), True, False, True))
-    for param in p.kwonly_params:
-        default, has_default = None, param.default is not None
-        if param.default is not None:
-            try:
-                default = ast.literal_eval(module.code_for_node(param.default))
-            except (ValueError, SyntaxError):
-                default = None
-        out.append(Param(param.name.value, _role(param.annotation, module), False, True, False, default, has_default))
+        default, has_default = _default(default_node)
+        out.append(Param(param.arg, role, True, i >= len(p.posonlyargs), False, default, has_default))
+    if p.vararg is not None:
+        out.append(Param(p.vararg.arg, _role(p.vararg.annotation, module), True, False, True))
+    for param, default_node in zip(p.kwonlyargs, p.kw_defaults):
+        default, has_default = _default(default_node)
+        out.append(Param(param.arg, _role(param.annotation, module), False, True, False, default, has_default))
     return tuple(out)
 
 
@@ -330,30 +349,33 @@ def _apply_communication_decorator(rule: OpRule, name: str, args: list[object], 
         raise StubError(f"unknown stub decorator @{name}")
 
 
-def _literal_params(fn: cst.FunctionDef, module: cst.Module) -> tuple[tuple[str, tuple[object, ...]], ...]:
+_Function = ast.FunctionDef | ast.AsyncFunctionDef
+
+
+def _literal_params(fn: _Function, module: _Source) -> tuple[tuple[str, tuple[object, ...]], ...]:
     """`flag: Literal[True]` in an @overload: this overload applies when `flag` is that constant."""
     out = []
-    p = fn.params
-    for param in (*p.posonly_params, *p.params, *p.kwonly_params):
+    p = fn.args
+    for param in (*p.posonlyargs, *p.args, *p.kwonlyargs):
         if param.annotation is None:
             continue
-        text = module.code_for_node(param.annotation.annotation).replace(" ", "")
+        text = module.code(param.annotation).replace(" ", "")
         for head in ("Literal[", "typing.Literal[", "typing_extensions.Literal["):
             if text.startswith(head) and text.endswith("]"):
                 value = ast.literal_eval(f"({text[len(head) : -1]},)")
-                out.append((param.name.value, tuple(value)))
+                out.append((param.arg, tuple(value)))
     return tuple(out)
 
 
-def _load_function(fn: cst.FunctionDef, qualname: str, module: cst.Module, is_method: bool, where: str) -> OpRule:
+def _load_function(fn: _Function, qualname: str, module: _Source, is_method: bool, where: str) -> OpRule:
     rule = OpRule(qualname=qualname, source=where)
     rule.params = _params(fn, module, is_method)
-    if any(isinstance(d.decorator, cst.Name) and d.decorator.value == "overload" for d in fn.decorators):
+    if any(isinstance(d, ast.Name) and d.id == "overload" for d in fn.decorator_list):
         rule.is_overload = True
         rule.literal_params = _literal_params(fn, module)
     rule.returns = _returns(fn.returns, module)
     # Decorators apply bottom-up, like Python's; later ones refine earlier ones.
-    for dec in reversed(fn.decorators):
+    for dec in reversed(fn.decorator_list):
         name, args, kwargs = _decorator_parts(dec, module)
         _apply_decorator(rule, name, args, kwargs)
     short = qualname.rsplit(".", 1)[-1]
@@ -405,10 +427,13 @@ def _resolve_relative(module: str, is_package: bool, level: int, target: str) ->
 def load_stub_source(source: str, module_name: str, is_package: bool, where: str) -> Registry:
     registry = Registry()
     try:
-        module = cst.parse_module(source)
-    except cst.ParserSyntaxError as exc:
-        registry.errors.append(f"{where}: syntax error: {exc.message} (line {exc.raw_line})")
+        tree = ast.parse(source, filename=where, type_comments=False)
+    except (SyntaxError, ValueError) as exc:  # ValueError: a NUL byte in the text
+        line = getattr(exc, "lineno", None)
+        reason = getattr(exc, "msg", None) or str(exc)
+        registry.errors.append(f"{where}: syntax error: {reason}" + (f" (line {line})" if line else ""))
         return registry
+    module = _Source(source)
 
     def add(rule: OpRule) -> None:
         previous = registry.rules.get(rule.qualname)
@@ -418,7 +443,7 @@ def load_stub_source(source: str, module_name: str, is_package: bool, where: str
             rule = replace(members[0], overloads=(*members, rule))
         registry.rules[rule.qualname] = rule
 
-    for stmt in module.body:
+    for stmt in tree.body:
         try:
             _load_statement(stmt, module, module_name, is_package, where, add)
         except (StubError, KeyError, IndexError, ValueError, SyntaxError, TypeError) as exc:
@@ -426,63 +451,59 @@ def load_stub_source(source: str, module_name: str, is_package: bool, where: str
     return registry
 
 
-def _is_model(node: cst.FunctionDef | cst.ClassDef) -> bool:
+def _is_model(node: _Function | ast.ClassDef) -> bool:
     return any(
-        (isinstance(d.decorator, cst.Name) and d.decorator.value == "model")
-        or (isinstance(d.decorator, cst.Attribute) and d.decorator.attr.value == "model")
-        for d in node.decorators
+        (isinstance(d, ast.Name) and d.id == "model") or (isinstance(d, ast.Attribute) and d.attr == "model")
+        for d in node.decorator_list
     )
 
 
 def _load_statement(stmt, module, module_name, is_package, where, add) -> None:  # noqa: ANN001
-    if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)) and _is_model(stmt):
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and _is_model(stmt):
         # its body is interpreted by the analysis, not read as rules
         add(
             OpRule(
-                qualname=f"{module_name}.{stmt.name.value}",
+                qualname=f"{module_name}.{stmt.name}",
                 returns=Returns.VALUE,
                 model_path=where,
                 model_module=module_name,
                 source=where,
             )
         )
-    elif isinstance(stmt, cst.FunctionDef):
-        add(_load_function(stmt, f"{module_name}.{stmt.name.value}", module, False, where))
-    elif isinstance(stmt, cst.ClassDef):
-        cls = f"{module_name}.{stmt.name.value}"
-        body = stmt.body.body if isinstance(stmt.body, cst.IndentedBlock) else ()
-        add(_class_rule(stmt, cls, module, body, where))
-        for item in body:
-            if isinstance(item, cst.FunctionDef):
-                add(_load_function(item, f"{cls}.{item.name.value}", module, True, where))
-            elif isinstance(item, cst.SimpleStatementLine):
-                for small in item.body:
-                    _load_small(small, module, cls, add, where)
-    elif isinstance(stmt, cst.SimpleStatementLine):
-        for small in stmt.body:
-            if isinstance(small, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar):
-                level = len(small.relative)
-                target = module.code_for_node(small.module) if small.module else ""
-                source_mod = _resolve_relative(module_name, is_package, level, target) if level else target
-                if source_mod.startswith("spmdcheck") or source_mod.split(".")[0] in _NOT_RULES:
-                    continue
-                for alias in small.names:
-                    name = module.code_for_node(alias.name)
-                    local = alias.asname.name.value if alias.asname else name  # type: ignore[union-attr]
-                    if f"{source_mod}.{name}" != f"{module_name}.{local}":
-                        add(OpRule(qualname=f"{module_name}.{local}", alias_of=f"{source_mod}.{name}", source=where))
+    elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        add(_load_function(stmt, f"{module_name}.{stmt.name}", module, False, where))
+    elif isinstance(stmt, ast.ClassDef):
+        cls = f"{module_name}.{stmt.name}"
+        add(_class_rule(stmt, cls, module, stmt.body, where))
+        for item in stmt.body:
+            if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                add(_load_function(item, f"{cls}.{item.name}", module, True, where))
             else:
-                _load_small(small, module, module_name, add, where)
+                _load_small(item, module, cls, add, where)
+    elif isinstance(stmt, ast.ImportFrom):
+        if any(alias.name == "*" for alias in stmt.names):
+            return
+        target = stmt.module or ""
+        level = stmt.level or 0
+        source_mod = _resolve_relative(module_name, is_package, level, target) if level else target
+        if source_mod.startswith("spmdcheck") or source_mod.split(".")[0] in _NOT_RULES:
+            return
+        for alias in stmt.names:
+            local = alias.asname or alias.name
+            if f"{source_mod}.{alias.name}" != f"{module_name}.{local}":
+                add(OpRule(qualname=f"{module_name}.{local}", alias_of=f"{source_mod}.{alias.name}", source=where))
+    else:
+        _load_small(stmt, module, module_name, add, where)
 
 
-def _class_rule(stmt: cst.ClassDef, cls: str, module: cst.Module, body: Sequence[cst.CSTNode], where: str) -> OpRule:
+def _class_rule(stmt: ast.ClassDef, cls: str, module: _Source, body: Sequence[ast.stmt], where: str) -> OpRule:
     """A stub class: opaque, unless a class decorator says what its objects are (@layout, @module_contract).
 
     Its constructor's parameters are those of the stub's `__init__` (after `self`).
     """
     rule = OpRule(qualname=cls, returns=Returns.VALUE, opaque=True, source=where)
-    init = next((i for i in body if isinstance(i, cst.FunctionDef) and i.name.value == "__init__"), None)
-    for dec in reversed(stmt.decorators):
+    init = next((i for i in body if isinstance(i, _Function) and i.name == "__init__"), None)
+    for dec in reversed(stmt.decorator_list):
         name, args, kwargs = _decorator_parts(dec, module)
         if name == "layout":
             types = str(kwargs.get("types", args[0] if args else "axis_types"))
@@ -508,37 +529,25 @@ def _class_rule(stmt: cst.ClassDef, cls: str, module: cst.Module, body: Sequence
 
 
 def _load_small(small, module, prefix, add, where) -> None:  # noqa: ANN001
-    if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name):
-        text = module.code_for_node(small.annotation.annotation).replace(" ", "")
+    if isinstance(small, ast.AnnAssign) and isinstance(small.target, ast.Name):
+        text = module.code(small.annotation).replace(" ", "")
         if text.startswith("LocalType["):
             letter = ast.literal_eval(text[len("LocalType[") : -1])
             add(
                 OpRule(
-                    qualname=f"{prefix}.{small.target.value}",
+                    qualname=f"{prefix}.{small.target.id}",
                     const_type=str(letter),
                     returns=Returns.VALUE,
                     source=where,
                 )
             )
-    elif (
-        isinstance(small, cst.Assign)
-        and len(small.targets) == 1
-        and isinstance(small.targets[0].target, cst.Name)
-        and isinstance(small.value, cst.SimpleString)
-        and isinstance(small.value.evaluated_value, str)
-    ):
-        add(
-            OpRule(
-                qualname=f"{prefix}.{small.targets[0].target.value}",
-                const_str=small.value.evaluated_value,
-                returns=Returns.VALUE,
-                source=where,
-            )
-        )
-    elif isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
-        value = module.code_for_node(small.value)
+    elif isinstance(small, ast.Assign) and len(small.targets) == 1 and isinstance(small.targets[0], ast.Name):
+        target = small.targets[0].id
+        if isinstance(small.value, ast.Constant) and isinstance(small.value.value, str):
+            add(OpRule(qualname=f"{prefix}.{target}", const_str=small.value.value, returns=Returns.VALUE, source=where))
+            return
+        value = module.code(small.value)
         if value.replace(".", "").replace("_", "").isalnum():
-            target = small.targets[0].target.value
             full = value if "." in value else f"{prefix}.{value}"
             add(OpRule(qualname=f"{prefix}.{target}", alias_of=full, source=where))
 
