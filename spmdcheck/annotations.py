@@ -5,19 +5,27 @@ is imported by user code at run time, where every name here is a no-op.
 spmdcheck never imports it while checking; it reads the *spelling* of these
 names in source and stub files.
 
-Short spelling for a tensor's local SPMD type in a signature::
+A tensor's local SPMD type in a signature, spelled so that mypy, pyright and
+ruff accept it unchanged::
+
+    from typing import Annotated
+
+    from torch import Tensor
 
     from spmdcheck.annotations import Local
 
-    def row_parallel(h: Local["tp: S(1)"], w: Local["tp: S(1), dp: R"]) -> Local["tp: I"]:
+    def row_parallel(
+        h: Annotated[Tensor, Local("tp: S(1)")], w: Annotated[Tensor, Local("tp: S(1), dp: R")]
+    ) -> Annotated[Tensor, Local("tp: I")]:
         ...
 
-``Local["..."]`` is ``typing.Annotated[Any, "..."]`` at run time, so it is
-also accepted by tools that evaluate annotations. The spec string lists
-``axis: TYPE`` pairs separated by commas, ``TYPE`` one of R, I, V, P, S(d)
-(or the long names Replicate, Invariant, Varying, Partial, Shard(d)).
-The mypy/pyright-clean form ``Annotated[Tensor, {"tp": V}]`` (a dict, as in
+The spec string lists ``axis: TYPE`` pairs separated by commas, ``TYPE`` one
+of R, I, V, P, S(d) (or the long names Replicate, Invariant, Varying,
+Partial, Shard(d)). ``Annotated[Tensor, {"tp": V}]`` (a dict, as in
 ``spmd_types.assert_type``) and ``Annotated[Tensor, "tp: V"]`` mean the same.
+The older short spelling ``Local["tp: V"]`` (``Annotated[Any, "tp: V"]`` at
+run time) is still read, but other type checkers reject it: a string inside
+a subscript is a forward reference to them.
 
 ``reveal_spmd_type(x)`` asks spmdcheck to report, at its line, what it
 inferred for ``x`` on every mesh axis and what its gradient will be.
@@ -68,13 +76,39 @@ __all__ = [
     "is_known",
     "unknown",
     "LocalType",
+    "LocalSpec",
 ]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
+class LocalSpec:
+    """What ``Local("tp: V")`` evaluates to: the spec string, kept as ``Annotated`` metadata."""
+
+    __slots__ = ("spec",)
+
+    def __init__(self, spec: str) -> None:
+        self.spec = spec
+
+    def __repr__(self) -> str:
+        return f"Local({self.spec!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, LocalSpec) and other.spec == self.spec
+
+    def __hash__(self) -> int:
+        return hash(("spmdcheck.Local", self.spec))
+
+
 class _LocalSpelling:
-    """``Local["tp: V"]`` evaluates to ``Annotated[Any, "tp: V"]``."""
+    """``Local("tp: V")`` is ``Annotated`` metadata; the older ``Local["tp: V"]`` is ``Annotated[Any, "tp: V"]``.
+
+    ``Annotated[Tensor, Local("tp: V")]`` is the spelling mypy, pyright and ruff accept: a call in
+    ``Annotated`` metadata is a value, where a string inside a subscript is read as a forward reference.
+    """
+
+    def __call__(self, spec: str) -> LocalSpec:
+        return LocalSpec(spec)
 
     def __getitem__(self, spec: str) -> Any:
         return Annotated[Any, spec]

@@ -30,10 +30,8 @@ FIXED_CALL = "F.linear(spmd_types.convert(x, 'tp', src=I, dst=spmd_types.R), w1)
 
 
 def expected(newline: str = "\n", prefix: str = "") -> str:
-    """SRC fixed: the conversion inserted and `import spmd_types` after the last import."""
-    text = SRC.replace("F.linear(x, w1)", FIXED_CALL).replace(
-        "from spmd_types import I, S\n", "from spmd_types import I, S\nimport spmd_types\n"
-    )
+    """SRC fixed: the conversion inserted and `import spmd_types` where isort puts it (before `import torch`)."""
+    text = SRC.replace("F.linear(x, w1)", FIXED_CALL).replace("import torch\n", "import spmd_types\nimport torch\n", 1)
     return prefix + text.replace("\n", newline)
 
 
@@ -69,7 +67,7 @@ def test_a_form_feed_does_not_move_the_fix_and_a_comment_is_not_the_import(tmp_p
     assert proc.returncode == 0, output(proc)
     got = (tmp_path / "m.py").read_bytes().decode()
     assert got == src.replace("F.linear(x, w1)", FIXED_CALL).replace(
-        "from spmd_types import I, S\n", "from spmd_types import I, S\nimport spmd_types\n"
+        "import torch.nn.functional as F\n", "import spmd_types\nimport torch.nn.functional as F\n"
     )
 
 

@@ -81,7 +81,8 @@ def takes_self(fn: cst.FunctionDef) -> bool:
 
 
 def annotation_type(interp: Engine, ann: cst.BaseExpression) -> dict[str, AxisType] | None:
-    """`Annotated[Tensor, {"tp": V}]`, `Annotated[Tensor, "tp: V"]` or `Local["tp: V"]` -> axes; else None."""
+    """`Annotated[Tensor, Local("tp: V")]`, `Annotated[Tensor, {"tp": V}]`, `Annotated[Tensor, "tp: V"]` or
+    `Local["tp: V"]` -> axes; else None."""
     if isinstance(ann, cst.SimpleString) or isinstance(ann, cst.ConcatenatedString):
         try:
             inner = cst.parse_expression(ann.evaluated_value)  # type: ignore[arg-type]
@@ -101,12 +102,19 @@ def annotation_type(interp: Engine, ann: cst.BaseExpression) -> dict[str, AxisTy
             if axes is not None:
                 return axes
         return None
-    if qual.endswith("annotations.Local") and qual.startswith("spmdcheck") and elements:
+    if _is_local(head) and elements:
         value = interp.eval(elements[0])
         if isinstance(value, Literal) and isinstance(value.value, str):
             return _spec_string(interp, value.value, ann)
         interp.report(Finding.of(MalformedAnnotation("local-spec"), ann))
     return None
+
+
+def _is_local(value: Value) -> bool:
+    """`spmdcheck.annotations.Local`, however it was imported."""
+    return isinstance(value, ModuleRef) and value.qualname.endswith("annotations.Local") and value.qualname.startswith(
+        "spmdcheck"
+    )
 
 
 def _spec_string(interp: Engine, text: str, node: cst.CSTNode) -> dict[str, AxisType] | None:
@@ -119,6 +127,12 @@ def _spec_string(interp: Engine, text: str, node: cst.CSTNode) -> dict[str, Axis
 
 
 def _metadata_type(interp: Engine, meta: cst.BaseExpression) -> dict[str, AxisType] | None:
+    if isinstance(meta, cst.Call) and _is_local(interp.eval(meta.func)):  # `Annotated[T, Local("tp: V")]`
+        spec = interp.eval(meta.args[0].value) if len(meta.args) == 1 and not meta.args[0].keyword else None
+        if isinstance(spec, Literal) and isinstance(spec.value, str):
+            return _spec_string(interp, spec.value, meta)
+        interp.report(Finding.of(MalformedAnnotation("local-spec"), meta))
+        return None
     value = interp.eval(meta)
     if isinstance(value, Literal) and isinstance(value.value, str):
         return _spec_string(interp, value.value, meta)

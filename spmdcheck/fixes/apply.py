@@ -17,7 +17,6 @@ nothing to do.
 
 from __future__ import annotations
 
-import ast
 import codecs
 import io
 import os
@@ -27,11 +26,16 @@ import tempfile
 import tokenize
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from spmdcheck.diagnostics.render import Diagnostic
+from spmdcheck.fixes.imports import add_imports, needed_imports
 from spmdcheck.frontend.guard import quiet_ast_parse
 from spmdcheck.frontend.lines import physical_lines
 from spmdcheck.frontend.source import ParseFailure, parse
+
+if TYPE_CHECKING:
+    from spmdcheck.rules.stubs import Registry
 
 MAX_ROUNDS = 8
 IMPORT_LINE = "import spmd_types"
@@ -76,8 +80,16 @@ def _offsets(text: str) -> list[int]:
     return starts
 
 
-def fix_text(text: str, diags: Sequence[Diagnostic], import_line: str | None, newline: str = "\n") -> tuple[str, int]:
-    """The text with the first placeable suggestion of each diagnostic applied (non-overlapping)."""
+def fix_text(
+    text: str,
+    diags: Sequence[Diagnostic],
+    import_line: str | None,
+    newline: str = "\n",
+    registry: Registry | None = None,
+) -> tuple[str, int]:
+    """The text with the first placeable suggestion of each diagnostic applied (non-overlapping), and the
+    imports they need (unless `import_line` is None) added where isort would put them (`fixes.imports`);
+    `registry` names the module of a mapping a fix calls (default: the shipped stubs)."""
     starts = _offsets(text)
     edits: list[tuple[int, int, str]] = []
     for d in diags:
@@ -93,40 +105,18 @@ def fix_text(text: str, diags: Sequence[Diagnostic], import_line: str | None, ne
         edits.append((begin, end, s.replacement.replace("\n", newline)))
     for begin, end, replacement in sorted(edits, reverse=True):
         text = text[:begin] + replacement + text[end:]
-    if import_line and edits and any("spmd_types." in r for _, _, r in edits):
-        text = _ensure_import(text, import_line, newline)
+    if import_line and edits:
+        text = _with_imports(text, [r for _, _, r in edits], newline, registry)
     return text, len(edits)
 
 
-def _binds_spmd_types(module: ast.Module) -> bool:
-    """A module-level `import spmd_types` (a comment or a string saying so does not count)."""
-    return any(
-        isinstance(stmt, ast.Import) and any(a.name == "spmd_types" and a.asname is None for a in stmt.names)
-        for stmt in module.body
-    )
-
-
-def _ensure_import(text: str, import_line: str, newline: str) -> str:
-    """`import_line` after the last top-level import (or after a docstring, or before the first statement),
-    unless the module already has it. Inserted as text: the rest of the file stays byte-for-byte."""
+def _with_imports(text: str, replacements: list[str], newline: str, registry: Registry | None) -> str:
     try:
         module = quiet_ast_parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return text
-    if _binds_spmd_types(module) or not module.body:
-        return text
-    after = None
-    for i, stmt in enumerate(module.body):
-        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
-            after = stmt.end_lineno
-        elif i == 0 and isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
-            after = stmt.end_lineno
-    lines = physical_lines(text, keepends=True)
-    index = after if after is not None else module.body[0].lineno - 1
-    if index > 0 and not lines[index - 1].endswith(("\n", "\r")):
-        lines[index - 1] += newline  # the import went on the file's last line
-    lines.insert(index, import_line + newline)
-    return "".join(lines)
+        return text  # the round's parse check reports it
+    needed = needed_imports(module, replacements, registry)
+    return add_imports(text, needed, newline) if needed else text
 
 
 def fix_source(

@@ -1,0 +1,213 @@
+"""The annotation spellings the docs lead with are accepted, unchanged, by the other checkers people run on
+the same code (mypy, pyright, ruff with `F`), and spmdcheck reads them as it reads the older `Local["..."]`.
+
+mypy and ruff are run on every `python` example of the pages that teach annotations; pyright too when it can
+run here (its PyPI wrapper fetches node and the pyright package on first use: without them the test skips).
+Each tool runs once over every example, so the test stays a few seconds long.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+
+import pytest
+from conftest import ROOT
+
+from spmdcheck.engine.check import check_source
+from spmdcheck.settings import Settings
+
+# the pages that teach how to annotate, and the rule page whose example is annotated
+PAGES = [
+    ROOT / "docs" / "getting-started.md",
+    ROOT / "docs" / "annotations.md",
+    ROOT / "docs" / "stubs.md",
+    ROOT / "spmdcheck" / "diagnostics" / "pages" / "SPMD901.md",
+]
+FENCE = re.compile(r"^```python([^\n]*)\n(.*?)^```", re.MULTILINE | re.DOTALL)
+
+# every spelling the annotation reference documents as accepted by the other checkers
+SPELLINGS = '''\
+from typing import Annotated
+
+from spmd_types import R, S
+from torch import Tensor
+
+from spmdcheck.annotations import Local
+
+
+def call_form(x: Annotated[Tensor, Local("tp: S(0), dp: R")]) -> Annotated[Tensor, Local("tp: I")]:
+    y: Annotated[Tensor, Local("tp: S(0)")] = x
+    return y
+
+
+def dict_form(x: Annotated[Tensor, {"tp": S(0), "dp": R}]) -> Annotated[Tensor, {"tp": R}]:
+    return x
+
+
+def string_form(x: Annotated[Tensor, "tp: S(0), dp: R"]) -> Annotated[Tensor, "tp: I"]:
+    return x
+
+
+def returns_a_tuple(
+    x: Annotated[Tensor, Local("tp: S(0)")],
+) -> tuple[Annotated[Tensor, Local("tp: S(0)")], Annotated[Tensor, Local("tp: S(0)")]]:
+    return x, x
+'''
+
+# the older short spelling, still read by spmdcheck, rejected by the others (the harness must see that)
+OLD_SPELLING = '''\
+from spmdcheck.annotations import Local
+
+
+def short_form(x: Local["tp: I"]) -> Local["tp: I"]:
+    return x
+'''
+
+
+def annotated_examples() -> dict[str, str]:
+    """Every `python` block of the pages that uses an SPMD annotation, by a file name of its own."""
+    out = {}
+    for page in PAGES:
+        for n, m in enumerate(FENCE.finditer(page.read_text(encoding="utf-8"))):
+            info, body = m.group(1), m.group(2)
+            if "spmdcheck.annotations" in body or "Annotated[" in body:
+                # a stub file (named so, or of bodies `...`) is checked as one
+                stub = ".pyi" in info or re.search(r"^\s*def .*: \.\.\.$", body, re.MULTILINE)
+                suffix = ".pyi" if stub else ".py"
+                out[f"{page.stem.replace('-', '_').lower()}_{n}{suffix}"] = body
+    return out
+
+
+@pytest.fixture(scope="module")
+def examples(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("spellings")
+    files = {**annotated_examples(), "spellings.py": SPELLINGS}
+    for name, body in files.items():
+        (folder / name).write_text(body, encoding="utf-8")
+    (folder / "old" / "short_form.py").parent.mkdir()
+    (folder / "old" / "short_form.py").write_text(OLD_SPELLING, encoding="utf-8")
+    return folder, sorted(files)
+
+
+def _run(cmd: list[str], cwd, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+
+
+def test_the_pages_lead_with_the_spelling_the_other_checkers_accept():
+    examples = annotated_examples()
+    assert any(name.startswith("getting_started") for name in examples)
+    assert any(name.startswith("annotations") for name in examples)
+    for name, body in examples.items():
+        assert not re.search(r"\bLocal\[", body), f"{name}: an example spelled with Local[...]"
+
+
+def test_ruff_f_accepts_every_documented_spelling(examples):
+    folder, files = examples
+    ruff = shutil.which("ruff")
+    if ruff is None:
+        pytest.skip("ruff is not installed")
+    proc = _run([ruff, "check", "--isolated", "--select", "F", "--output-format", "concise", *files], folder)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    old = _run([ruff, "check", "--isolated", "--select", "F", "old/short_form.py"], folder)
+    assert "F722" in old.stdout  # the harness sees what ruff rejects
+
+
+def _mypy_config(folder) -> str:
+    config = folder / "mypy.ini"
+    # torch is analysed as Any (following it would take a minute); spmdcheck is read from this checkout
+    config.write_text(
+        f"[mypy]\nmypy_path = {ROOT}\nignore_missing_imports = True\ncache_dir = {folder / '.mypy_cache'}\n"
+        "[mypy-torch.*]\nfollow_imports = skip\n",
+        encoding="utf-8",
+    )
+    return str(config)
+
+
+def test_mypy_accepts_every_documented_spelling(examples):
+    folder, files = examples
+    pytest.importorskip("mypy")
+    config = _mypy_config(folder)
+    proc = _run([sys.executable, "-m", "mypy", "--config-file", config, *files], folder)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    old = _run([sys.executable, "-m", "mypy", "--config-file", config, "old/short_form.py"], folder)
+    assert "is not valid as a type" in old.stdout, old.stdout  # it reads spmdcheck.annotations
+
+
+def _pyright(folder) -> str:
+    pyright = shutil.which("pyright")
+    if pyright is None:
+        pytest.skip("pyright is not installed (pip install pyright)")
+    try:
+        version = _run([pyright, "--version"], folder, timeout=180)
+    except subprocess.TimeoutExpired:
+        pytest.skip("pyright could not start (its wrapper downloads node and pyright on first use)")
+    if version.returncode != 0:
+        pytest.skip(f"pyright could not start: {version.stderr.strip()[:200]}")
+    return pyright
+
+
+def test_pyright_accepts_every_documented_spelling(examples):
+    folder, files = examples
+    pyright = _pyright(folder)
+    config = {
+        "extraPaths": [str(ROOT)],
+        "reportMissingImports": False,
+        "reportMissingModuleSource": False,
+        # spmd_types 0.3.1 declares no __all__: pyright calls `from spmd_types import R` a private import
+        "reportPrivateImportUsage": False,
+    }
+    (folder / "pyrightconfig.json").write_text(json.dumps(config), encoding="utf-8")
+    proc = _run([pyright, *files, "old/short_form.py"], folder)
+    by_file: dict[str, list[str]] = {}
+    for line in proc.stdout.replace(f"{folder}/", "").splitlines():
+        m = re.match(r"\s+(\S+\.pyi?):\d+:\d+ - error: (.*)", line)
+        if m:
+            by_file.setdefault(m.group(1), []).append(m.group(2))
+    assert any("not defined" in e for e in by_file.pop("old/short_form.py", [])), proc.stdout  # the harness works
+    assert not by_file, proc.stdout
+
+
+def test_py_typed_is_shipped():
+    assert (ROOT / "spmdcheck" / "py.typed").is_file()
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    assert "py.typed" in config["tool"]["setuptools"]["package-data"]["spmdcheck"]
+
+
+def _findings(text: str) -> list[tuple]:
+    diags = check_source(text, "t.py", Settings(mesh=("tp",)))
+    return [(d.line, d.code, d.message) for d in diags]
+
+
+def _program(spelling: str) -> str:
+    def typed(spec: str) -> str:
+        return spelling.format(spec=spec)
+
+    return (
+        "from typing import Annotated\n\nimport torch.nn.functional as F\nfrom torch import Tensor\n\n"
+        "from spmdcheck.annotations import Local\n\n\n"
+        f"def f(x: {typed('tp: I')}, w: {typed('tp: S(0)')}) -> {typed('tp: S(-1)')}:\n"
+        "    y: " + typed("tp: S(-1)") + " = F.linear(x, w)\n"
+        "    return y\n\n\n"
+        f"def g(x: {typed('tp: Q')}):\n"
+        "    return x\n"
+    )
+
+
+@pytest.mark.parametrize("spelling", ['Annotated[Tensor, Local("{spec}")]', 'Annotated[Tensor, "{spec}"]'])
+def test_spmdcheck_reads_the_annotated_spellings_as_the_older_one(spelling):
+    found = _findings(_program(spelling))
+    assert [(line, code) for line, code, _ in found] == [(10, "SPMD102"), (14, "SPMD002")]
+    assert found == _findings(_program('Local["{spec}"]'))
+
+
+def test_a_call_spelling_without_a_string_is_reported():
+    text = (
+        "from typing import Annotated\n\nfrom torch import Tensor\n\nfrom spmdcheck.annotations import Local\n\n\n"
+        "def g(x: Annotated[Tensor, Local(3)]):\n    return x\n"
+    )
+    assert [code for _, code, _ in _findings(text)] == ["SPMD002"]
