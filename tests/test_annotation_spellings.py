@@ -31,7 +31,7 @@ PAGES = [
 FENCE = re.compile(r"^```python([^\n]*)\n(.*?)^```", re.MULTILINE | re.DOTALL)
 
 # every spelling the annotation reference documents as accepted by the other checkers
-SPELLINGS = '''\
+SPELLINGS = """\
 from typing import Annotated
 
 from spmd_types import R, S
@@ -57,16 +57,16 @@ def returns_a_tuple(
     x: Annotated[Tensor, Local("tp: S(0)")],
 ) -> tuple[Annotated[Tensor, Local("tp: S(0)")], Annotated[Tensor, Local("tp: S(0)")]]:
     return x, x
-'''
+"""
 
 # the older short spelling, still read by spmdcheck, rejected by the others (the harness must see that)
-OLD_SPELLING = '''\
+OLD_SPELLING = """\
 from spmdcheck.annotations import Local
 
 
 def short_form(x: Local["tp: I"]) -> Local["tp: I"]:
     return x
-'''
+"""
 
 
 def annotated_examples() -> dict[str, str]:

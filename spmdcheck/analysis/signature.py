@@ -112,8 +112,10 @@ def annotation_type(interp: Engine, ann: cst.BaseExpression) -> dict[str, AxisTy
 
 def _is_local(value: Value) -> bool:
     """`spmdcheck.annotations.Local`, however it was imported."""
-    return isinstance(value, ModuleRef) and value.qualname.endswith("annotations.Local") and value.qualname.startswith(
-        "spmdcheck"
+    return (
+        isinstance(value, ModuleRef)
+        and value.qualname.endswith("annotations.Local")
+        and value.qualname.startswith("spmdcheck")
     )
 
 
