@@ -156,9 +156,12 @@ class _CheckRun:
             undecodable = SyntaxErrorFound("undecodable", stdin_text.message)
             group_results = [FileResult(group[0], [diagnostic_of(group[0], undecodable, stdin_text.line)])]
         elif stdin_text is not None:
-            from spmdcheck.engine.check import check_source
+            from spmdcheck.engine.buffers import check_in_program
 
-            group_results = [FileResult(group[0], check_source(stdin_text, group[0], settings, registry))]
+            if self.primary.project_context and not args.no_project_context and args.stdin_filename:
+                context = project_context(group, settings, self.resolver, args, self.primary)  # as for a file
+            found, _ = check_in_program(group[0], stdin_text, settings, registry, context)
+            group_results = [FileResult(group[0], found)]
             if args.fix and not args.diff:
                 assert self.stdin_bytes is not None, "read with the text"
                 group_results = [fix_stdin(self.stdin_bytes, group_results[0], settings, registry, args.unsafe_fixes)]

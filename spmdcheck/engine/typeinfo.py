@@ -95,6 +95,9 @@ class _Collector:
         return sorted(out, key=lambda b: (b.line, b.column, b.name))
 
 
+BindingCollector = _Collector  # for callers that form the program themselves (the editor: `engine.buffers`)
+
+
 def infer_source(
     text: str, path: str = "<string>", settings: Settings | None = None, registry: Registry | None = None
 ) -> TypedFile:

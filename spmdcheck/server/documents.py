@@ -6,15 +6,18 @@ Positions: the checker's are 1-based lines and code-point columns; LSP's are
 
 from __future__ import annotations
 
+import argparse
 import ast
 import difflib
 import pathlib
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from spmdcheck.diagnostics.render import Diagnostic, SuggestionOut, diagnostic_of
 from spmdcheck.diagnostics.violations.inputs import InternalError
-from spmdcheck.engine.typeinfo import Binding, TypedFile, infer_source
+from spmdcheck.engine.buffers import DiskTexts, check_in_program
+from spmdcheck.engine.typeinfo import Binding, BindingCollector, TypedFile, infer_source
 from spmdcheck.fixes.apply import fix_text
 from spmdcheck.frontend.guard import quiet_ast_parse
 from spmdcheck.rules.registry import load_registry
@@ -66,6 +69,7 @@ class Analysis:
     text: str
     result: TypedFile
     lines: list[str] = field(default_factory=list)
+    program: frozenset[str] = frozenset()  # the paths analysed with it (its program): a change there re-checks it
 
     def __post_init__(self) -> None:
         self.lines = self.text.splitlines()
@@ -194,30 +198,53 @@ def _reaching_binding(bindings: list[Binding], source: str, name: str, line: int
     return best
 
 
+def _check_arguments(path: str) -> argparse.Namespace:
+    """What `spmdcheck check PATH` is given: an editor checks a file as that command does."""
+    from spmdcheck.cli.parser import build_parser
+
+    return build_parser().parse_args(["check", path])
+
+
 def settings_for(path: str | None) -> Settings:
     """The settings `spmdcheck check PATH` would use: the closest config file, defaults when it is broken."""
+    from spmdcheck.cli.project import file_settings
     from spmdcheck.config.resolve import ConfigResolver
 
     if path is None:
         return Settings()
-    file = pathlib.Path(path)
-    cfg = ConfigResolver().for_path(file)
-    select = cfg.select + cfg.extend_select if cfg.select else ()
-    return Settings(
-        mesh=cfg.mesh,
-        strict=cfg.strict,
-        stub_path=tuple(cfg.stub_path),
-        select=select,
-        ignore=cfg.ignore + cfg.ignores_for(file),
-    )
+    return file_settings(ConfigResolver().for_path(pathlib.Path(path)), _check_arguments(path), path)
 
 
-def analyse(text: str, path: str | None) -> Analysis:
-    """Check an editor buffer (never raises: a checker bug becomes an SPMD000 diagnostic)."""
+def context_for(path: str, settings: Settings) -> list[str]:
+    """The other files `spmdcheck check PATH` analyses with it (its packages' files: `cli.project`)."""
+    from spmdcheck.cli.project import project_context
+    from spmdcheck.config.resolve import ConfigResolver
+
+    resolver = ConfigResolver()
+    primary = resolver.for_path(pathlib.Path(path))
+    if not primary.project_context:
+        return []
+    return project_context([path], settings, resolver, _check_arguments(path), primary)
+
+
+def analyse(
+    text: str, path: str | None, buffers: Mapping[str, str] | None = None, disk: DiskTexts | None = None
+) -> Analysis:
+    """Check an editor buffer with the rest of its program, the other open buffers (`buffers`, by path) over
+    the disk's files, as the command line checks the saved file (never raises: a checker bug becomes an
+    SPMD000 diagnostic)."""
     shown = path or "<unsaved>"
     try:
         settings = settings_for(path)
-        result = infer_source(text, shown, settings, load_registry(settings.stub_path))
+        registry = load_registry(settings.stub_path)
+        if path is None:
+            result = infer_source(text, shown, settings, registry)
+            return Analysis(text, result)
+        collector = BindingCollector()
+        context = context_for(path, settings)
+        diagnostics, program = check_in_program(path, text, settings, registry, context, buffers, collector, disk)
+        result = TypedFile(shown, diagnostics, collector.bindings(path))
+        return Analysis(text, result, program=frozenset(program))
     except Exception as exc:  # noqa: BLE001 - the editor session must survive a checker bug
         result = TypedFile(shown, [diagnostic_of(shown, InternalError(str(exc), type(exc).__name__))])
     return Analysis(text, result)

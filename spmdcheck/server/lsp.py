@@ -1,16 +1,23 @@
 """The pygls wiring: LSP messages in, `documents.Analysis` results out.
 
-Diagnostics are published on open, change and save; quick fixes are the
+Diagnostics are published on open, change and save, for the file and for the open files whose program holds
+it; a finding's call chain is its related information; quick fixes are the
 checker's suggestions as workspace edits; hover shows the inferred SPMD type
 and gradient type of the name under the cursor.
 """
 
 from __future__ import annotations
 
+import os
+import pathlib
+
 from lsprotocol import types
+from pygls import uris
 from pygls.lsp.server import LanguageServer
 
 from spmdcheck import __version__
+from spmdcheck.diagnostics.related import related_locations
+from spmdcheck.engine.buffers import DiskTexts
 from spmdcheck.server.documents import Analysis, Span, analyse
 
 _SEVERITY = {
@@ -35,10 +42,35 @@ class SpmdLanguageServer(LanguageServer):
     def __init__(self) -> None:
         super().__init__("spmdcheck", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Full)
         self.analyses: dict[str, Analysis] = {}
+        self.disk = DiskTexts()  # the saved files of the open files' programs, read again when changed
+
+    def buffers(self) -> dict[str, str]:
+        """The open files' texts, by path: unsaved edits count in the programs of the others."""
+        out = {}
+        for uri, document in list(self.workspace.text_documents.items()):
+            if uri.startswith("file:"):
+                out[document.path] = document.source
+        return out
 
     def refresh(self, uri: str) -> None:
+        """Check an open file with its program and publish its diagnostics, then re-check the open files whose
+        program holds it (they import it, or import what imports it): an edit of a helper changes their
+        findings."""
+        self._publish(uri)
+        if uri.startswith("file:"):
+            self.refresh_dependants(uri, self.workspace.get_text_document(uri).path)
+
+    def refresh_dependants(self, uri: str, path: str) -> None:
+        """Re-check the open files other than `uri` whose program holds `path`."""
+        changed = os.path.abspath(path)
+        for other, analysis in list(self.analyses.items()):
+            if other != uri and changed in {os.path.abspath(p) for p in analysis.program}:
+                self._publish(other)
+
+    def _publish(self, uri: str) -> None:
         document = self.workspace.get_text_document(uri)
-        analysis = analyse(document.source, document.path if uri.startswith("file:") else None)
+        path = document.path if uri.startswith("file:") else None
+        analysis = analyse(document.source, path, self.buffers(), self.disk)
         self.analyses[uri] = analysis
         diagnostics = [
             types.Diagnostic(
@@ -47,12 +79,30 @@ class SpmdLanguageServer(LanguageServer):
                 severity=_SEVERITY.get(d.severity, types.DiagnosticSeverity.Warning),
                 code=d.code,
                 source="spmdcheck",
+                related_information=_related(d.message) or None,
             )
             for d in analysis.result.diagnostics
         ]
         self.text_document_publish_diagnostics(
             types.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics, version=document.version)
         )
+
+
+def _related(message: str) -> list[types.DiagnosticRelatedInformation]:
+    """The call chain (and other files' sites) the message names, as locations the editor can open."""
+    return [
+        types.DiagnosticRelatedInformation(
+            location=types.Location(
+                uri=pathlib.Path(os.path.abspath(r.path)).as_uri(),
+                range=types.Range(
+                    start=types.Position(line=max(r.line - 1, 0), character=0),
+                    end=types.Position(line=max(r.line - 1, 0), character=0),
+                ),
+            ),
+            message=r.message,
+        )
+        for r in related_locations(message)
+    ]
 
 
 def build_server() -> SpmdLanguageServer:
@@ -75,6 +125,8 @@ def build_server() -> SpmdLanguageServer:
         uri = params.text_document.uri
         ls.analyses.pop(uri, None)
         ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
+        if uri.startswith("file:"):  # its unsaved text no longer counts: the others read the saved file
+            ls.refresh_dependants(uri, uris.to_fs_path(uri) or "")
 
     @server.feature(
         types.TEXT_DOCUMENT_CODE_ACTION,

@@ -1,0 +1,139 @@
+"""The editor and `--stdin-filename F -` check a file with the rest of its program, as the command line does
+(issue 23): the same findings on every file of fixtures/programs/, the call chain of a cross-file finding as
+LSP related information, and diagnostics of open files re-published when a helper they import changes."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import pathlib
+import sys
+
+import pytest
+from conftest import ROOT
+
+from spmdcheck.cli import main
+
+PROGRAMS = ROOT / "fixtures" / "programs"
+PROGRAM_DIRS = sorted(p.name for p in PROGRAMS.iterdir() if p.is_dir())
+
+
+def pending(path: pathlib.Path) -> bool:
+    return any("spmdcheck-pending" in line for line in path.read_text(encoding="utf-8").splitlines()[:3])
+
+
+def _json_findings(out: str) -> dict[str, list[tuple]]:
+    by_path: dict[str, list[tuple]] = {}
+    for d in json.loads(out)["diagnostics"]:
+        by_path.setdefault(d["path"], []).append((d["line"], d["column"], d["code"], d["message"]))
+    return by_path
+
+
+def _stdin_findings(path: str, monkeypatch, capsys) -> list[tuple]:
+    data = pathlib.Path(path).read_bytes()
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
+    main(["check", "--output-format", "json", "--stdin-filename", path, "-"])
+    return _json_findings(capsys.readouterr().out).get(path, [])
+
+
+@pytest.mark.parametrize("program", PROGRAM_DIRS)
+def test_the_editor_stdin_and_the_command_line_agree(program, monkeypatch, capsys):
+    pytest.importorskip("pygls")
+    from spmdcheck.server.documents import analyse
+
+    monkeypatch.chdir(ROOT)  # paths in messages are relative to the working directory, in every output
+    folder = PROGRAMS.relative_to(ROOT) / program
+    main(["check", "--no-cache", "--jobs", "1", "--output-format", "json", str(folder)])
+    command_line = _json_findings(capsys.readouterr().out)
+    files = sorted(str(f) for f in folder.rglob("*.py") if not pending(f))
+    if not files:
+        pytest.skip("every file of this program is pending")
+    for path in files:
+        expected = command_line.get(path, [])
+        assert _stdin_findings(path, monkeypatch, capsys) == expected, f"--stdin-filename {path}"
+        absolute = os.path.abspath(path)
+        analysis = analyse(pathlib.Path(path).read_text(encoding="utf-8"), absolute)
+        editor = [(d.line, d.column, d.code, d.message) for d in analysis.result.diagnostics]
+        assert editor == expected, f"language server: {path}"
+
+
+MODEL = """\
+from typing import Annotated
+
+import torch.nn.functional as F
+from torch import Tensor
+
+from pkg import helpers
+from spmdcheck.annotations import Local
+
+
+def forward(x: Annotated[Tensor, Local("tp: P")]):
+    y = helpers.reduce(x)
+    return F.gelu(y), helpers.act(x)
+"""
+HELPERS = """\
+import spmd_types as spmd
+import torch.nn.functional as F
+from spmd_types import I, P
+
+
+def reduce(y):
+    return spmd.all_reduce(y, "tp", src=P, dst=I)
+
+
+def act(y):
+    return F.gelu(y)
+"""
+
+
+@pytest.fixture
+def package_session(tmp_path):
+    pytest.importorskip("pygls")
+    from test_server import Client
+
+    (tmp_path / "pyproject.toml").write_text('[tool.spmdcheck]\nmesh = ["tp"]\n')
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "model.py").write_text(MODEL)
+    (tmp_path / "pkg" / "helpers.py").write_text(HELPERS)
+    client = Client(tmp_path)
+    client.request("initialize", {"processId": os.getpid(), "rootUri": tmp_path.as_uri(), "capabilities": {}})
+    client.notify("initialized", {})
+    yield client, tmp_path
+    assert client.close() == 0
+
+
+def _open(client, path: pathlib.Path, text: str) -> None:
+    item = {"uri": path.as_uri(), "languageId": "python", "version": 1, "text": text}
+    client.notify("textDocument/didOpen", {"textDocument": item})
+
+
+def test_a_helpers_finding_carries_its_call_chain_as_related_information(package_session):
+    client, root = package_session
+    helpers = root / "pkg" / "helpers.py"
+    _open(client, helpers, HELPERS)
+    (finding,) = client.diagnostics(helpers.as_uri())
+    assert finding["code"] == "SPMD101"  # found only through the call in model.py: a file alone is clean
+    (related,) = finding["relatedInformation"]
+    assert related["location"]["uri"] == (root / "pkg" / "model.py").as_uri()
+    assert related["location"]["range"]["start"]["line"] == 11  # `return F.gelu(y), helpers.act(x)`, 0-based
+    assert "call chain" in related["message"]
+
+
+def test_an_unsaved_helper_edit_republishes_the_open_files_that_import_it(package_session):
+    client, root = package_session
+    model, helpers = root / "pkg" / "model.py", root / "pkg" / "helpers.py"
+    _open(client, model, MODEL)
+    assert client.diagnostics(model.as_uri()) == []  # `helpers.reduce` reduces: gelu gets an I
+    _open(client, helpers, HELPERS)
+    client.diagnostics(helpers.as_uri())
+    assert client.diagnostics(model.as_uri()) == []  # a dependant, re-checked: the same
+    unreduced = HELPERS.replace('spmd.all_reduce(y, "tp", src=P, dst=I)', "y")
+    change = {"textDocument": {"uri": helpers.as_uri(), "version": 2}, "contentChanges": [{"text": unreduced}]}
+    client.notify("textDocument/didChange", change)
+    (finding,) = client.diagnostics(model.as_uri())  # re-published from the helper's unsaved text
+    assert (finding["code"], finding["range"]["start"]["line"]) == ("SPMD101", 11)
+    assert helpers.read_text() == HELPERS  # nothing was saved: the buffer counted
+    client.notify("textDocument/didClose", {"textDocument": {"uri": helpers.as_uri()}})
+    assert client.diagnostics(model.as_uri()) == []  # closed unsaved: the saved helper counts again
