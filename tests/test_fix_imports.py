@@ -128,7 +128,9 @@ def test_a_megatron_name_is_merged_into_its_modules_import_and_wrapped_when_long
 
 
 def test_a_module_import_goes_before_the_from_imports_of_its_section():
-    text = "from __future__ import annotations\n\nimport os\n\nimport torch\nfrom spmd_types import I\n\nfrom . import x\n"
+    text = (
+        "from __future__ import annotations\n\nimport os\n\nimport torch\nfrom spmd_types import I\n\nfrom . import x\n"
+    )
     want = text.replace("import torch\n", "import spmd_types\nimport torch\n")
     assert _added(text, NeededImport("spmd_types")) == want
     alone = '"""Doc."""\n\nimport os\n\n\ndef f():\n    pass\n'
