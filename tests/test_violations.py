@@ -95,7 +95,7 @@ EXAMPLES: list[tuple[Violation, str]] = [
     ),
     (MalformedAnnotation("shard-dim-range", limit=64), "S(d) out of range: a tensor has at most 64 dims"),
     (MalformedAnnotation("shard-dim-not-int"), "S(d) needs an integer dim"),
-    (MalformedAnnotation("local-spec"), 'Local[...] takes a string like "tp: V, dp: S(0)"'),
+    (MalformedAnnotation("local-spec"), 'Local(...) takes a string like "tp: V, dp: S(0)"'),
     (UnknownAxis("tq", ("tp", "dp")), "unknown mesh axis 'tq'; the mesh in scope has dp, tp"),
     (MalformedEinsum("unbalanced arrow"), "malformed einsum equation: unbalanced arrow"),
     (MalformedEinsum("2 operands, 3 given", "torch.einsum"), "`torch.einsum`: 2 operands, 3 given"),

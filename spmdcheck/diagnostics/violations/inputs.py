@@ -60,8 +60,8 @@ class MalformedAnnotation(Violation):
 
     reason: `unreadable` (the reader's error in `detail`), `merge` (the types given disagree: `detail`),
     `no-types` (assert_type with none), `bare-without-mesh`, `bad-type-argument` (`api`'s `param`= is not a
-    type), `shard-dim-range` (`limit` dims at most), `shard-dim-not-int`, `local-spec` (Local[...] not given
-    a string).
+    type), `shard-dim-range` (`limit` dims at most), `shard-dim-not-int`, `local-spec` (Local(...) or
+    Local[...] not given a string).
     """
 
     code = "SPMD002"
@@ -91,7 +91,7 @@ class MalformedAnnotation(Violation):
             "bad-type-argument": f"`{self.api}`: {self.param}= must be R, I, V, P or S(d) (a bare `S` needs its dim)",
             "shard-dim-range": f"S(d) out of range: a tensor has at most {self.limit} dims",
             "shard-dim-not-int": "S(d) needs an integer dim",
-            "local-spec": 'Local[...] takes a string like "tp: V, dp: S(0)"',
+            "local-spec": 'Local(...) takes a string like "tp: V, dp: S(0)"',
         }
         return texts[self.reason]
 
