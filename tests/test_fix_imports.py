@@ -13,6 +13,7 @@ import json
 import pathlib
 import shutil
 import subprocess
+import sys
 import textwrap
 from dataclasses import replace
 
@@ -88,7 +89,7 @@ def test_fix_on_the_corpus_keeps_ruff_i_and_f_clean(sorted_fixtures, tmp_path):
     shutil.copytree(root / "orig", tmp_path / "orig")
     shutil.copytree(root / "orig", tmp_path / "fixed")
     proc = subprocess.run(
-        ["spmdcheck", "check", "--no-cache", "--fix", "--unsafe-fixes", "fixed"],
+        [sys.executable, "-m", "spmdcheck", "check", "--no-cache", "--fix", "--unsafe-fixes", "fixed"],
         cwd=tmp_path,
         capture_output=True,
         text=True,
