@@ -274,36 +274,43 @@ def harness():
 def test_rewrite_computes_the_same(kind, surveyed, harness):
     """A single-file rewrite computes what the program computes: the same outputs and input gradients, bit for
     bit, on 1 and 2 ranks (the package rewrite moves the same helper text to another file)."""
-    _assert_same_computation([c for c in surveyed.results[kind] if c.program.statements <= 20][:12], harness)
+    picked = [c for c in surveyed.results[kind] if c.program.statements <= 20][:12]
+    compared = _assert_same_computation(_program_pairs(picked), harness)
+    assert compared >= len(picked), f"only {compared} runs of {len(picked)} programs completed"
 
 
-def _assert_same_computation(picked: list, harness) -> None:  # noqa: ANN001
+def _assert_same_computation(picked: list, harness) -> int:  # noqa: ANN001
+    """Each (key, program text, rewritten text, what to show) runs the same, bit for bit, on 1 and 2 ranks; the
+    number of runs that completed."""
     import torch
     from ground_truth.spec import read_program
 
     assert picked
     compared = 0
-    for c in picked:
-        kind = c.rewritten.kind
-        key = f"<metamorphic>/{hashlib.sha1(c.program.source.encode()).hexdigest()[:12]}"
-        a = read_program(c.program.source, key + "/prog.py")
-        b = read_program(c.rewritten.files[ORIGINAL], key + f"/{kind}.py")
+    for key, original, rewritten, show in picked:
+        a = read_program(original, key + "/prog.py")
+        b = read_program(rewritten, key + "/rewritten.py")
         for world in (1, 2):
             ea = harness.execute(a, world, key, None)
             eb = harness.execute(b, world, key, None)
-            assert ea.run.status == eb.run.status, (c.rewritten.show(), ea.run.message, eb.run.message)
+            assert ea.run.status == eb.run.status, (show, ea.run.message, eb.run.message)
             if ea.run.status != "ok":
                 continue
             compared += 1
             for ra, rb in zip(ea.run.answers, eb.run.answers):
                 for x, y in zip(ra["outputs"], rb["outputs"]):
-                    assert (x is None) == (y is None) and (x is None or torch.equal(x, y)), c.rewritten.show()
+                    assert (x is None) == (y is None) and (x is None or torch.equal(x, y)), show
                 assert ra["grads"].keys() == rb["grads"].keys()
                 for name, g in ra["grads"].items():
                     h = rb["grads"][name]
-                    assert (g is None) == (h is None) and (g is None or torch.equal(g, h)), (name, c.rewritten.show())
+                    assert (g is None) == (h is None) and (g is None or torch.equal(g, h)), (name, show)
         harness._cache.clear()  # noqa: SLF001 - per-program entries would only grow
-    assert compared >= len(picked), f"only {compared} runs of {len(picked)} programs completed"
+    return compared
+
+
+def _program_pairs(comparisons: list) -> list[tuple[str, str, str, str]]:
+    return [(f"<metamorphic>/{hashlib.sha1(c.program.source.encode()).hexdigest()[:12]}", c.program.source,
+             c.rewritten.files[ORIGINAL], c.rewritten.show()) for c in comparisons]
 
 
 @pytest.mark.ground_truth
@@ -312,8 +319,34 @@ def _assert_same_computation(picked: list, harness) -> None:  # noqa: ANN001
 def test_idiom_rewrite_computes_the_same(family, idioms_surveyed, harness):
     """An idiom rewrite of a generated program (one file: not a registry in another module) computes what the
     program computes, bit for bit, on 1 and 2 ranks: the rewrites preserve meaning."""
-    _assert_same_computation([c for c in idioms_surveyed.results[family]
-                              if c.program.statements <= 20 and list(c.rewritten.files) == [ORIGINAL]][:6], harness)
+    picked = [c for c in idioms_surveyed.results[family]
+              if c.program.statements <= 20 and list(c.rewritten.files) == [ORIGINAL]][:6]
+    compared = _assert_same_computation(_program_pairs(picked), harness)
+    assert compared >= len(picked), f"only {compared} runs of {len(picked)} programs completed"
+
+
+@pytest.mark.ground_truth
+@needs_harness
+@pytest.mark.parametrize("family", FAMILIES)
+def test_idiom_fixture_rewrite_computes_the_same(family, idioms_surveyed, harness):
+    """An idiom rewrite of a single-file fixture that the harness runs computes what the fixture computes (or
+    fails as it fails), bit for bit, on 1 and 2 ranks. Fixtures that hang (SPMD501) are left out."""
+    from ground_truth.spec import SpecError, read_program
+
+    picked = []
+    for c in idioms_surveyed.fixtures[family]:
+        if len(c.unit.files) != 1 or any(code == "SPMD501" for code, _, _ in c.before):
+            continue
+        ((path, text),) = c.unit.files.items()
+        try:
+            read_program(text, path)
+        except SpecError:
+            continue
+        picked.append((f"<idioms>/{c.unit.name}", text, c.transformed.files[path], c.report()))
+        if len(picked) == 4:
+            break
+    assert picked, f"no runnable fixture among the `{family}` rewrites"
+    _assert_same_computation(picked, harness)
 
 
 @pytest.mark.ground_truth
