@@ -525,3 +525,52 @@ def test_idiom_comparison_sees_a_lost_finding(registry):
     t.files[path] = t.files[path].replace(bug, "F.gelu(reduce_from_tensor_model_parallel_region(self.down1(h)))")
     c = compare_transformed(unit, "decorator", t, registry)
     assert ("SPMD201", path, 23) in c.before and not c.same and c.before - c.after, c.report()
+
+
+MODULE = '''# spmdcheck: mesh = ["tp"]
+import torch
+from torch import nn
+
+
+def scale(x):
+    return x * 2
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+
+    def forward(self, xs):
+        out = []
+        for x in xs:
+            out.append(scale(self.proj(x)))
+        return out
+'''
+
+MODULE_REWRITES = {  # family -> (scripted choices, lines the rewrite must have)
+    "registry": ((0, 1, 0, "dict literal", "constant key", "BUILDERS"),
+                 ['            out.append(BUILDERS["scale"](self.proj(x)))', "BUILDERS = {", '    "scale": scale,']),
+    "dynattr": ((0, 0, "every attribute", "_modules"),
+                ['        self.add_module("proj", nn.Linear(4, 4))',
+                 '            out.append(scale(self._modules["proj"](x)))']),
+    "decorator": ((0, "wraps", "traced", 1, 0), ["@traced", "def scale(x):", "    @functools.wraps(fn)"]),
+    "generator": ((0, "yield loop", 1, 0), ["        for x in iterate(xs):", "def iterate(items):"]),
+}
+
+
+@pytest.mark.parametrize("family", sorted(MODULE_REWRITES))
+def test_idiom_rewrite_of_a_module(family):
+    """Scripted rewrites of a small module with a function, a class and a loop: the text, and the line map (the
+    loop's body keeps its line number in the map, inserted lines map to nothing)."""
+    answers, want = MODULE_REWRITES[family]
+    t = TRANSFORMS[family]({"m.py": MODULE}, Scripted(*answers), ("tp",))
+    lines = t.files["m.py"].splitlines()
+    for line in want:
+        assert line in lines, "\n".join(lines)
+    compile(t.files["m.py"], "m.py", "exec")
+    body = next(i for i, ln in enumerate(lines, 1) if ln.strip().startswith("out.append("))
+    assert t.line_map[("m.py", body)] == ("m.py", 18)
+    if family in ("decorator", "generator"):
+        inserted = lines.index("def iterate(items):" if family == "generator" else "@traced") + 1
+        assert t.line_map[("m.py", inserted)] is None
