@@ -145,7 +145,9 @@ def registry(files: dict[str, str], c, axes: tuple[str, ...] = ()) -> Transforme
     names = sorted({call.func.id for call in found})
     chosen = _some(c, names, 2)
     defined = {s.name: s for s in m.tree.body if isinstance(s, (ast.FunctionDef, ast.ClassDef))}
-    style = c.pick(["dict literal", "@register"]) if all(n in defined for n in chosen) else "dict literal"
+    # ``@register`` runs when the def does: the registry defined after the imports must come before it
+    decoratable = all(n in defined and defined[n].lineno > m.imports_at for n in chosen)
+    style = c.pick(["dict literal", "@register"]) if decoratable else "dict literal"
     key = c.pick(["constant key", "config key"])
     reg = fresh(m.taken, c.pick(["BUILDERS", "MODEL_REGISTRY", "LOSSES"]))
     cfg = fresh(m.taken, "registry_config")
@@ -187,14 +189,35 @@ def _methods(cls: ast.ClassDef) -> list[ast.FunctionDef]:
     return out
 
 
+def _module_classes(modules: dict[str, Module]) -> set[str]:
+    """The program's classes that derive (through one another) from ``nn.Module`` or an ``nn`` class."""
+    bases = {s.name: [ast.unparse(b) for b in s.bases] for m in modules.values() for s in ast.walk(m.tree)
+             if isinstance(s, ast.ClassDef)}
+    found: set[str] = set()
+    while True:
+        more = {name for name, bs in bases.items() if name not in found and any(
+            b in found or b.split(".")[-1] == "Module" or (b.startswith(("nn.", "torch.nn.")) and _nn_module(b))
+            for b in bs)}
+        if not more:
+            return found
+        found |= more
+
+
+def _nn_module(dotted: str) -> bool:
+    """``nn.Linear`` builds a module; ``nn.Parameter`` (and ``nn.Buffer``) do not."""
+    name = dotted.split(".")[-1]
+    return name[:1].isupper() and name not in ("Parameter", "Buffer", "UninitializedParameter")
+
+
 def _module_valued(value: ast.AST, classes: set[str]) -> bool:
-    """A call that builds an nn.Module: ``nn.X(...)``, ``torch.nn.X(...)``, or a class of the program."""
+    """A call that builds an nn.Module: ``nn.X(...)``, ``torch.nn.X(...)``, or a module class of the program."""
     if not isinstance(value, ast.Call):
         return False
     f = value.func
-    if isinstance(f, ast.Attribute) and f.attr[:1].isupper():
+    if isinstance(f, ast.Attribute):
         root = f.value
-        return (isinstance(root, ast.Name) and root.id == "nn") or ast.unparse(root) == "torch.nn"
+        return ((isinstance(root, ast.Name) and root.id == "nn") or ast.unparse(root) == "torch.nn") and \
+            _nn_module(f.attr)
     return isinstance(f, ast.Name) and f.id in classes
 
 
@@ -220,7 +243,7 @@ def _class_attributes(m: Module, cls: ast.ClassDef, classes: set[str]) -> tuple[
 
 def dynattr(files: dict[str, str], c, axes: tuple[str, ...] = ()) -> Transformed | None:  # noqa: ANN001
     modules = _load(files)
-    classes = {s.name for m in modules.values() for s in ast.walk(m.tree) if isinstance(s, ast.ClassDef)}
+    classes = _module_classes(modules)
 
     def candidates(m: Module) -> list[tuple[ast.ClassDef, tuple]]:
         found = [(s, _class_attributes(m, s, classes)) for s in ast.walk(m.tree) if isinstance(s, ast.ClassDef)]
@@ -425,8 +448,8 @@ DECORATORS = {
 def decorator(files: dict[str, str], c, axes: tuple[str, ...] = ()) -> Transformed | None:  # noqa: ANN001
     modules = _load(files)
 
-    def functions(m: Module) -> list[ast.FunctionDef]:
-        return [f for f in ast.walk(m.tree) if isinstance(f, ast.FunctionDef)]
+    def functions(m: Module) -> list[ast.FunctionDef]:  # defined after the decorator (it runs at the def)
+        return [f for f in ast.walk(m.tree) if isinstance(f, ast.FunctionDef) and f.lineno > m.imports_at]
 
     m, found = _pick_module(c, modules, functions)
     if m is None:
