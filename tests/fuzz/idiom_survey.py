@@ -226,6 +226,7 @@ class IdiomSurvey:
     fixtures: dict[str, list[FixtureComparison]] = field(default_factory=lambda: {f: [] for f in FAMILIES})
     fixture_units: int = 0
     seconds: float = 0.0
+    families: tuple[str, ...] = FAMILIES  # the families surveyed
 
     def __repr__(self) -> str:
         return (f"IdiomSurvey({len(self.programs)} programs, "
@@ -241,7 +242,7 @@ class IdiomSurvey:
         """One row per family: programs and fixtures rewritten, verdicts preserved."""
         rows = ["| family | programs rewritten | verdicts preserved | fixtures rewritten | verdicts preserved |",
                 "| --- | --- | --- | --- | --- |"]
-        for f in FAMILIES:
+        for f in self.families:
             n, ok = len(self.results[f]), len(self.results[f]) - len(self.failures(f))
             fn, fok = len(self.fixtures[f]), len(self.fixtures[f]) - len(self.fixture_failures(f))
             rows.append(f"| {f} | {n} | {ok} ({_pct(ok, n)}) | {fn} | {fok} ({_pct(fok, fn)}) |")
@@ -250,7 +251,7 @@ class IdiomSurvey:
     def summary(self) -> str:
         lines = [f"idiom rewrites: {len(self.programs)} generated programs, {self.fixture_units} fixtures "
                  f"(files and packages), {self.seconds:.1f}s", self.table()]
-        for f in FAMILIES:
+        for f in self.families:
             fails = sorted(self.failures(f), key=lambda c: len(c.program.source))[:1]
             for c in fails:
                 lines.append(f"  {f}, e.g. {c.rewritten.note}: missing {dict(c.missing)}, new {dict(c.extra)}")
@@ -317,7 +318,7 @@ def survey_fixtures(out: IdiomSurvey, per_family: int | None, registry=None,  # 
 
 def survey(examples: int, seed_value: int, fixtures_per_family: int | None, registry=None,  # noqa: ANN001
            families: tuple[str, ...] = FAMILIES) -> IdiomSurvey:
-    out = IdiomSurvey()
+    out = IdiomSurvey(families=families)
     t0 = time.perf_counter()
     survey_programs(out, examples, seed_value, registry, families)
     if fixtures_per_family != 0:
