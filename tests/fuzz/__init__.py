@@ -5,7 +5,10 @@ strategy); ``runner`` gets spmdcheck's verdict and the ground-truth harness's ex
 for each and keeps the statistics (soundness, precision, false-positive classes); ``regressions``
 writes a failing program as a fixture; ``python -m tests.fuzz`` runs it from the command line;
 ``metamorphic`` rewrites programs without changing their meaning (a helper, an nn.Module, another file, a
-tuple) and compares spmdcheck's diagnostics before and after (tests/test_metamorphic.py).
+tuple) and compares spmdcheck's diagnostics before and after (tests/test_metamorphic.py); ``idioms`` (with
+``sourceedit``) rewrites any module in the idioms of issue 20 (registries, getattr/setattr, containers, config
+objects, decorators, generators, partial, **kwargs) and ``idiom_survey`` applies them to generated programs and to
+the fixtures (``python -m tests.fuzz --idioms``).
 See docs/ground_truth.md, "Differential fuzzing".
 
 The harness package is imported as the top-level ``ground_truth`` (as tests/test_ground_truth.py

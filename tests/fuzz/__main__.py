@@ -6,6 +6,11 @@ flagged, precision, soundness violations (each class with its smallest program) 
 false-positive classes (one example each). ``--shrink`` then minimises the first violation with
 hypothesis (the same search again, stopping at it) and prints it; ``--save DIR`` also writes it
 there as a regression fixture (fixtures/fuzz_regressions/). Exit status 1 when there are violations.
+
+``python -m tests.fuzz --idioms [--examples N] [--fixtures K|all] [--families a,b]``: the idiom rewrites of
+issue 20 instead (tests/fuzz/idioms.py): N generated programs and K fixtures per family (default 20; ``all``:
+every fixture a family applies to) rewritten by every family, and the table of verdicts preserved per family.
+Exit status 1 when a rewrite changes a verdict.
 """
 from __future__ import annotations
 
@@ -35,7 +40,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--save", metavar="DIR", help="with --shrink: write the minimal program there as a fixture")
     ap.add_argument("--json", metavar="OUT", help="write the numbers and every flagged or violating program here")
     ap.add_argument("--quiet", action="store_true", help="no progress marks")
+    ap.add_argument("--idioms", action="store_true",
+                    help="the idiom rewrites of issue 20 (no execution): verdicts preserved per rewrite family")
+    ap.add_argument("--fixtures", default="20", help="with --idioms: fixtures per family, or `all` (default 20)")
+    ap.add_argument("--families", help="with --idioms: comma-separated rewrite families (default: all)")
     args = ap.parse_args(argv)
+    if args.idioms:
+        return idioms_main(args, ap)
     kinds = tuple(k.strip() for k in args.kinds.split(",")) if args.kinds else None
     unknown = set(kinds or ()) - set(ALL_MUTATIONS if args.branches else MUTATIONS)
     if unknown:
@@ -83,6 +94,30 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         harness.close()
     return 1 if stats.violations else 0
+
+
+def idioms_main(args: argparse.Namespace, ap: argparse.ArgumentParser) -> int:
+    from spmdcheck.api import load_registry
+
+    from .idiom_survey import survey
+    from .idioms import FAMILIES
+
+    families = tuple(f.strip() for f in args.families.split(",")) if args.families else FAMILIES
+    if set(families) - set(FAMILIES):
+        ap.error(f"unknown rewrite families: {sorted(set(families) - set(FAMILIES))}; known: {', '.join(FAMILIES)}")
+    per_family = None if args.fixtures == "all" else int(args.fixtures)
+    result = survey(args.examples, args.seed, per_family, load_registry(()), families)
+    print(result.summary())
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as fh:
+            json.dump({f: {"programs": len(result.results[f]), "programs_preserved": len(result.results[f])
+                           - len(result.failures(f)), "fixtures": len(result.fixtures[f]),
+                           "fixtures_preserved": len(result.fixtures[f]) - len(result.fixture_failures(f)),
+                           "fixture_failures": [c.report() for c in result.fixture_failures(f)],
+                           "program_failures": [c.report() for c in result.failures(f)]}
+                       for f in families}, fh, indent=1)
+    changed = any(result.failures(f) or result.fixture_failures(f) for f in families)
+    return 1 if changed else 0
 
 
 if __name__ == "__main__":
