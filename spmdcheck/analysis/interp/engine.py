@@ -93,6 +93,7 @@ class Interpreter(ModuleRunner, StatementRunner, BranchRunner, LoopRunner):
     def note_collective(self, api: str, axis: str | None, node: cst.CSTNode) -> None:
         """A collective was issued: remember it (branch comparison) and check it runs on every rank of its group."""
         self.collectives.append((api, axis, node))
+        self.ctx.site(node)  # the file of the collective: a rank-dependent `if` in a caller reports it there
         for condition, where in self.divergent:
             if condition.diverges_along(axis):
                 what = "loop" if isinstance(where, (cst.For, cst.While)) else "early exit"
@@ -172,6 +173,13 @@ class Interpreter(ModuleRunner, StatementRunner, BranchRunner, LoopRunner):
         if self.call_sites and not finding.call_chain and any(ctx is not self.ctx for ctx, _ in self.call_sites):
             # types came from another file: name the calls that brought them here, innermost first
             finding.call_chain = tuple(ctx.site(call) for ctx, call in reversed(self.call_sites))
+        program = self.ctx.program
+        ref = program.site_ids.get(id(finding.node))
+        if ref is not None and program.sites[ref][1] is not self.ctx:
+            # a node of another file (a collective a call into it issued, compared after that call returned
+            # by a rank-dependent `if` here): reported in its own file
+            program.sites[ref][1].report(finding)
+            return
         self.ctx.report(finding)
 
     def _at_library_call(self, finding: Finding) -> Finding | None:
