@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from spmdcheck.analysis import configs, signature
+from spmdcheck.analysis import configs, decorators, signature
 from spmdcheck.analysis.binding import Arg
 from spmdcheck.analysis.frames import Engine, Frame, Summary
 from spmdcheck.analysis.values import (
@@ -38,6 +38,10 @@ def call_function(
     its summary (result, collectives issued, effects on its arguments and objects) instead of re-running.
     """
     fn = func.node
+    if fn.decorators and type(func) is FunctionValue:  # an Undecorated is the body its decorators were given
+        expanded = decorators.call_decorated(interp, func, args, node, receiver)
+        if expanded is not None:
+            return expanded
     if fn in interp.inline_stack or len(interp.inline_stack) >= interp.ctx.options.max_inline_depth:
         return UNKNOWN
     if (
@@ -70,7 +74,7 @@ def _run(
     instances = _instances_of(args, receiver)
     result: Value = UNKNOWN
     globals_ = func.scope.globals if func.scope is not None else interp.frame.globals
-    frame = Frame({}, globals_, function=fn, owner=func.owner)
+    frame = Frame(dict(func.closure), globals_, function=fn, owner=func.owner)
     skipped = False
     try:
         # decorators and defaults resolve in the callee's globals; argument mismatches are reported
@@ -154,6 +158,7 @@ def _summary_key(interp: Engine, func: FunctionValue, args: list[Arg], receiver:
             interp.grad_enabled,
             interp.mesh,
             interp.checking,
+            tuple((k, abstract(v)) for k, v in func.closure),
         )
         hash(key)
     except TypeError:

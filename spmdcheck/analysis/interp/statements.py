@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import libcst as cst
 
-from spmdcheck.analysis import budget, configs, contracts, dispatch, signature, subscripts
+from spmdcheck.analysis import budget, configs, contracts, decorators, dispatch, signature, subscripts
 from spmdcheck.analysis.context import FileContext
 from spmdcheck.analysis.dispatch import TENSOR
 from spmdcheck.analysis.frames import Frame, RunState, Scope
@@ -107,7 +107,8 @@ class StatementRunner:
                 self.exec_small(small, stmt)
         elif kind is cst.FunctionDef:
             owner = self.frame.owner if self.frame.function is None else None  # a method: defined in a class body
-            self.frame.env[stmt.name.value] = FunctionValue(stmt, stmt.name.value, self.scope, owner)
+            closure = decorators.closure_of(stmt, self.frame.env) if self.frame.function is not None else ()
+            self.frame.env[stmt.name.value] = FunctionValue(stmt, stmt.name.value, self.scope, owner, closure)
             log = self.log
             if log is not None:
                 log.defined(stmt)
