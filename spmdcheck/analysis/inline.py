@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from spmdcheck.analysis import configs, decorators, signature
+from spmdcheck.analysis import configs, decorators, rankflow, signature
 from spmdcheck.analysis.binding import Arg
 from spmdcheck.analysis.frames import Engine, Frame, Summary
 from spmdcheck.analysis.values import (
@@ -75,6 +75,8 @@ def _run(
     result: Value = UNKNOWN
     globals_ = func.scope.globals if func.scope is not None else interp.frame.globals
     frame = Frame(dict(func.closure), globals_, function=fn, owner=func.owner)
+    if rankflow.is_generator(fn):
+        frame.yields = rankflow.YieldLog(len(interp.divergent))
     skipped = False
     try:
         # decorators and defaults resolve in the callee's globals; argument mismatches are reported
@@ -93,6 +95,8 @@ def _run(
                     interp.mesh = interp.ctx.options.mesh
                 interp.exec_block(fn.body.body if isinstance(fn.body, cst.IndentedBlock) else fn.body.body)
                 result = signature.check_returns(interp, fn, decor, frame.returns)
+                if frame.yields is not None:
+                    result = rankflow.generated(frame.yields)  # what a loop over the generator iterates
             return result
     finally:
         interp.inline_stack.pop()

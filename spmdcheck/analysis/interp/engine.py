@@ -162,6 +162,13 @@ class Interpreter(ModuleRunner, StatementRunner, BranchRunner, LoopRunner):
     def report(self, finding: Finding) -> None:
         if not self.checking:
             return
+        program = self.ctx.program
+        ref = program.site_ids.get(id(finding.node))
+        if ref is not None and program.sites[ref][1] is not self.ctx and not program.sites[ref][1].stub:
+            # a node of another file (a collective a call into it issued, compared after that call returned
+            # by a rank-dependent `if` here, or in a decorator's wrapper): reported in its own file
+            program.sites[ref][1].report(finding)
+            return
         if self.ctx.stub:
             finding = self._at_library_call(finding)
             if finding is None:
@@ -173,13 +180,6 @@ class Interpreter(ModuleRunner, StatementRunner, BranchRunner, LoopRunner):
         if self.call_sites and not finding.call_chain and any(ctx is not self.ctx for ctx, _ in self.call_sites):
             # types came from another file: name the calls that brought them here, innermost first
             finding.call_chain = tuple(ctx.site(call) for ctx, call in reversed(self.call_sites))
-        program = self.ctx.program
-        ref = program.site_ids.get(id(finding.node))
-        if ref is not None and program.sites[ref][1] is not self.ctx:
-            # a node of another file (a collective a call into it issued, compared after that call returned
-            # by a rank-dependent `if` here): reported in its own file
-            program.sites[ref][1].report(finding)
-            return
         self.ctx.report(finding)
 
     def _at_library_call(self, finding: Finding) -> Finding | None:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import libcst as cst
 
-from spmdcheck.analysis import budget, configs, contracts, decorators, dispatch, signature, subscripts
+from spmdcheck.analysis import budget, configs, contracts, decorators, dispatch, rankflow, signature, subscripts
 from spmdcheck.analysis.context import FileContext
 from spmdcheck.analysis.dispatch import TENSOR
 from spmdcheck.analysis.frames import Frame, RunState, Scope
@@ -248,7 +248,7 @@ class StatementRunner:
                 self, value, f"{TENSOR}.{plain}", [(None, target, node.target)], node, receiver_node=node.value
             )
         else:
-            result = UNKNOWN
+            result = rankflow.joined_lengths(target, value) or UNKNOWN  # `indices += indices[:pad]`
         self.assign(node.target, result, node.value)
 
     def exec_with(self, node: cst.With) -> None:
