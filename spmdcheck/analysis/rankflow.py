@@ -64,10 +64,15 @@ def sliced(base: Value, lower: Value | None, upper: Value | None, step: Value | 
 
 
 def joined_lengths(left: Value, right: Value) -> Value | None:
-    """`a + b`, `a += b` of lists: padding a list with a cut of itself leaves it cut to a computed length."""
-    if isinstance(left, Trimmed) or isinstance(right, Trimmed):
+    """`a + b`, `a += b`, `[pad] * n` of lists: padding gives a list of a computed length (`indices +
+    indices[:pad]`, `indices + [-1] * (-len(indices) % world)`), like a cut."""
+    if _list_like(left) or _list_like(right):
         return TRIMMED
     return None
+
+
+def _list_like(value: Value) -> bool:
+    return isinstance(value, (Trimmed, Homogeneous, RankSized)) or (isinstance(value, Seq) and value.is_list)
 
 
 def iterated(interp: Engine, iterable: Value, node: cst.CSTNode) -> Value:
