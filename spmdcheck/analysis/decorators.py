@@ -18,8 +18,16 @@ from spmdcheck.analysis.binding import Arg
 from spmdcheck.analysis.frames import Engine, Frame
 from spmdcheck.analysis.values import FunctionValue, Value
 
-# nested function node id -> (node, the names its body and defaults mention)
-_MENTIONED: dict[int, tuple[cst.FunctionDef, frozenset[str]]] = {}
+
+class Closure:
+    """The names of the function a function was defined in, as they were when its `def` ran (a decorator's
+    `fn` parameter, a factory's arguments). Compared by identity: a memoised call of the function it belongs
+    to is a call of this one definition."""
+
+    __slots__ = ("names",)
+
+    def __init__(self, names: dict[str, Value]) -> None:
+        self.names = names
 
 
 class Undecorated(FunctionValue):
@@ -27,26 +35,9 @@ class Undecorated(FunctionValue):
     Never equal to the decorated function's value (a memoised call of one is not a call of the other)."""
 
 
-def closure_of(fn: cst.FunctionDef, env: dict[str, Value]) -> tuple[tuple[str, Value], ...]:
-    """The values of the enclosing function's names that a function defined in it mentions (read when the
-    `def` runs: a decorator's `fn` parameter, a factory's arguments)."""
-    cached = _MENTIONED.get(id(fn))
-    if cached is None or cached[0] is not fn:
-        cached = _MENTIONED[id(fn)] = (fn, _mentioned(fn))
-    mentioned = cached[1]
-    return tuple((name, value) for name, value in env.items() if name in mentioned)
-
-
-def _mentioned(fn: cst.FunctionDef) -> frozenset[str]:
-    out: set[str] = set()
-    todo: list[cst.CSTNode] = [fn.body, fn.params, *fn.decorators]
-    while todo:
-        node = todo.pop()
-        if type(node) is cst.Name:
-            out.add(node.value)  # type: ignore[attr-defined]
-            continue
-        todo.extend(node.children)
-    return frozenset(out)
+def enclosing_names(func: FunctionValue) -> dict[str, Value]:
+    """The starting names of a call of `func`: those of the function it was defined in (a fresh copy)."""
+    return dict(func.closure.names) if func.closure is not None else {}
 
 
 def call_decorated(
@@ -57,7 +48,7 @@ def call_decorated(
     fn = func.node
     globals_ = func.scope.globals if func.scope is not None else interp.frame.globals
     found: list[tuple[Value, cst.Decorator]] = []
-    with interp.entered(Frame(dict(func.closure), globals_, owner=func.owner), func.scope):
+    with interp.entered(Frame(enclosing_names(func), globals_, owner=func.owner), func.scope):
         for dec in fn.decorators:
             value = interp.eval(dec.decorator)
             if isinstance(value, FunctionValue):

@@ -74,9 +74,8 @@ def _run(
     instances = _instances_of(args, receiver)
     result: Value = UNKNOWN
     globals_ = func.scope.globals if func.scope is not None else interp.frame.globals
-    frame = Frame(dict(func.closure), globals_, function=fn, owner=func.owner)
-    if rankflow.is_generator(fn):
-        frame.yields = rankflow.YieldLog(len(interp.divergent))
+    frame = Frame(decorators.enclosing_names(func), globals_, function=fn, owner=func.owner)
+    frame.yields = rankflow.YieldLog(len(interp.divergent))  # a generator's body yields into it
     skipped = False
     try:
         # decorators and defaults resolve in the callee's globals; argument mismatches are reported
@@ -95,8 +94,8 @@ def _run(
                     interp.mesh = interp.ctx.options.mesh
                 interp.exec_block(fn.body.body if isinstance(fn.body, cst.IndentedBlock) else fn.body.body)
                 result = signature.check_returns(interp, fn, decor, frame.returns)
-                if frame.yields is not None:
-                    result = rankflow.generated(frame.yields)  # what a loop over the generator iterates
+                if frame.yields.items:
+                    result = rankflow.generated(frame.yields)  # a generator: what a loop over it iterates
             return result
     finally:
         interp.inline_stack.pop()
@@ -162,7 +161,7 @@ def _summary_key(interp: Engine, func: FunctionValue, args: list[Arg], receiver:
             interp.grad_enabled,
             interp.mesh,
             interp.checking,
-            tuple((k, abstract(v)) for k, v in func.closure),
+            func.closure,  # a function defined in another: this definition's names (compared by identity)
         )
         hash(key)
     except TypeError:

@@ -115,35 +115,12 @@ def call_builtin(interp: Engine, name: str, args: list[Arg], node: cst.CSTNode) 
 
 @dataclass
 class YieldLog:
-    """What a generator's body yielded while it ran (inline.py), each value with the rank-dependent loops
-    and early exits it was yielded under (only those entered within the generator: from `depth` on)."""
+    """What a function's body yielded while it ran (inline.py): a body that yielded is a generator's. Each
+    value with the rank-dependent loops and early exits it was yielded under (only those entered within
+    the generator: from `depth` on)."""
 
     depth: int
     items: list[tuple[Value, list[RankValue]]] = field(default_factory=list)
-
-
-_GENERATORS: dict[int, tuple[cst.FunctionDef, bool]] = {}
-
-
-def is_generator(fn: cst.FunctionDef) -> bool:
-    """Whether the function's own body yields (not a function or class defined in it)."""
-    cached = _GENERATORS.get(id(fn))
-    if cached is None or cached[0] is not fn:
-        cached = _GENERATORS[id(fn)] = (fn, _yields(fn.body))
-    return cached[1]
-
-
-def _yields(body: cst.CSTNode) -> bool:
-    todo: list[cst.CSTNode] = [body]
-    while todo:
-        node = todo.pop()
-        kind = type(node)
-        if kind is cst.Yield:
-            return True
-        if kind is cst.FunctionDef or kind is cst.ClassDef or kind is cst.Lambda:
-            continue
-        todo.extend(node.children)
-    return False
 
 
 def yielded(interp: Engine, value: Value, whole: bool) -> None:

@@ -107,7 +107,7 @@ class StatementRunner:
                 self.exec_small(small, stmt)
         elif kind is cst.FunctionDef:
             owner = self.frame.owner if self.frame.function is None else None  # a method: defined in a class body
-            closure = decorators.closure_of(stmt, self.frame.env) if self.frame.function is not None else ()
+            closure = decorators.Closure(dict(self.frame.env)) if self.frame.function is not None else None
             self.frame.env[stmt.name.value] = FunctionValue(stmt, stmt.name.value, self.scope, owner, closure)
             log = self.log
             if log is not None:
