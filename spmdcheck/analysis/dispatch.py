@@ -9,7 +9,7 @@ import operator
 
 import libcst as cst
 
-from spmdcheck.analysis import configs, contracts, layouts, spmd_api, transfer
+from spmdcheck.analysis import configs, contracts, layouts, rankflow, spmd_api, transfer
 from spmdcheck.analysis.binding import Arg, bind
 from spmdcheck.analysis.findings import Finding
 from spmdcheck.analysis.frames import Engine
@@ -139,6 +139,8 @@ def dispatch(interp: Engine, func: Value, args: list[Arg], node: cst.Call) -> Va
         if isinstance(items, Seq):
             return Seq(items.items, is_list=func.name == "list")
         return items if isinstance(items, Homogeneous) else UNKNOWN
+    if isinstance(func, BuiltinValue) and func.name in rankflow.BUILTINS:
+        return rankflow.call_builtin(interp, func.name, args, node)
     if isinstance(func, BuiltinValue) and func.name in RANK_PRESERVING_BUILTINS:
         ranks = [v for _, v, _ in args if isinstance(v, RankValue)]
         if ranks:
@@ -371,4 +373,4 @@ def python_arith(left: Value, right: Value, dunder: str) -> Value:
             return UNKNOWN
     if isinstance(left, Literal) and isinstance(left.value, (int, float)) and isinstance(right, Literal):
         return UNKNOWN
-    return UNKNOWN
+    return rankflow.joined_lengths(left, right) or UNKNOWN

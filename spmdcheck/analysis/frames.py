@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import libcst as cst
 
@@ -45,6 +45,7 @@ class Frame:
     param_effects: dict[str, Value] = field(default_factory=dict)
     rebound: set[str] = field(default_factory=set)  # parameters reassigned: later writes are local
     top: bool = False  # a module's top level (not a class body, a function or a `__main__` block)
+    yields: Any = None  # a generator's body running: its rankflow.YieldLog
 
     def ended(self) -> str | None:
         """How the current path ended: "exited" (return/raise), "jumped" (break/continue), or None."""

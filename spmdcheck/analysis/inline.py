@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from spmdcheck.analysis import configs, signature
+from spmdcheck.analysis import configs, decorators, rankflow, signature
 from spmdcheck.analysis.binding import Arg
 from spmdcheck.analysis.frames import Engine, Frame, Summary
 from spmdcheck.analysis.values import (
@@ -38,6 +38,10 @@ def call_function(
     its summary (result, collectives issued, effects on its arguments and objects) instead of re-running.
     """
     fn = func.node
+    if fn.decorators and type(func) is FunctionValue:  # an Undecorated is the body its decorators were given
+        expanded = decorators.call_decorated(interp, func, args, node, receiver)
+        if expanded is not None:
+            return expanded
     if fn in interp.inline_stack or len(interp.inline_stack) >= interp.ctx.options.max_inline_depth:
         return UNKNOWN
     if (
@@ -70,7 +74,8 @@ def _run(
     instances = _instances_of(args, receiver)
     result: Value = UNKNOWN
     globals_ = func.scope.globals if func.scope is not None else interp.frame.globals
-    frame = Frame({}, globals_, function=fn, owner=func.owner)
+    frame = Frame(decorators.enclosing_names(func), globals_, function=fn, owner=func.owner)
+    frame.yields = rankflow.YieldLog(len(interp.divergent))  # a generator's body yields into it
     skipped = False
     try:
         # decorators and defaults resolve in the callee's globals; argument mismatches are reported
@@ -89,6 +94,8 @@ def _run(
                     interp.mesh = interp.ctx.options.mesh
                 interp.exec_block(fn.body.body if isinstance(fn.body, cst.IndentedBlock) else fn.body.body)
                 result = signature.check_returns(interp, fn, decor, frame.returns)
+                if frame.yields.items:
+                    result = rankflow.generated(frame.yields)  # a generator: what a loop over it iterates
             return result
     finally:
         interp.inline_stack.pop()
@@ -154,6 +161,7 @@ def _summary_key(interp: Engine, func: FunctionValue, args: list[Arg], receiver:
             interp.grad_enabled,
             interp.mesh,
             interp.checking,
+            func.closure,  # a function defined in another: this definition's names (compared by identity)
         )
         hash(key)
     except TypeError:

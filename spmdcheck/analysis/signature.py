@@ -266,7 +266,9 @@ def parameter_values(
         rest = Seq(tuple(v for _, v, _ in extra_positional)) if args is not None else UNKNOWN
         out.append((fn.params.star_arg.name.value, rest))
     if isinstance(fn.params.star_kwarg, cst.Param):
-        out.append((fn.params.star_kwarg.name.value, UNKNOWN))
+        # the keywords no parameter takes, a dict a wrapper forwards (`fn(*args, **kwargs)`)
+        rest_kw = DictValue(tuple((Literal(k), v, n) for k, v, n in extra_keywords)) if args is not None else UNKNOWN
+        out.append((fn.params.star_kwarg.name.value, rest_kw))
     return out
 
 

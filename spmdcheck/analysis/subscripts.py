@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from spmdcheck.analysis import ops
+from spmdcheck.analysis import ops, rankflow
 from spmdcheck.analysis.dispatch import apply_rule, default_tensor_rule
 from spmdcheck.analysis.frames import Engine
 from spmdcheck.analysis.values import (
@@ -30,10 +30,18 @@ from spmdcheck.rules.model import OpRule
 
 # ---------------------------------------------------------------- subscripts
 def getitem(interp: Engine, base: Value, node: cst.Subscript) -> Value:
-    index_values = [
-        interp.eval(el.slice.value) if isinstance(el.slice, cst.Index) else _eval_slice(interp, el.slice)
-        for el in node.slice
-    ]
+    if len(node.slice) == 1 and type(node.slice[0].slice) is cst.Slice and not isinstance(base, _SIZED):
+        part = node.slice[0].slice
+        lower, upper, step = (interp.eval(p) if p is not None else None for p in (part.lower, part.upper, part.step))
+        ranked = rankflow.sliced(base, lower, upper, step)  # a rank's stride of a list (rankflow.py)
+        if ranked is not None:
+            return ranked
+        index_values: list[Value] = [Literal(slice(None))]
+    else:
+        index_values = [
+            interp.eval(el.slice.value) if isinstance(el.slice, cst.Index) else _eval_slice(interp, el.slice)
+            for el in node.slice
+        ]
     if isinstance(base, (TensorValue, Alternatives)):
         return _tensor_getitem(interp, base, node, index_values)
     if (
@@ -58,6 +66,10 @@ def getitem(interp: Engine, base: Value, node: cst.Subscript) -> Value:
         if isinstance(name, str):
             return MeshValue((name,))
     return UNKNOWN
+
+
+# what a slice keeps typed as it was (a tensor's dims, a shape's sizes): not a Python list
+_SIZED = (TensorValue, Alternatives, ShapeValue)
 
 
 def _shape_item(interp: Engine, shape: ShapeValue, index: cst.BaseSlice, value: Value) -> Value:

@@ -278,6 +278,9 @@ class FunctionValue(Value):
     qualname: str
     scope: Any = field(default=None, compare=False, hash=False)  # the Scope it was defined in
     owner: Any = field(default=None, compare=False, hash=False)  # the ClassValue of a method
+    # a function defined in another: the enclosing function's names as they were when its `def` ran (a
+    # decorators.Closure); part of its calls' memo key, not of equality
+    closure: Any = field(default=None, compare=False, hash=False)
 
 
 @dataclass(frozen=True)

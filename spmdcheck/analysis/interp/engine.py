@@ -93,6 +93,7 @@ class Interpreter(ModuleRunner, StatementRunner, BranchRunner, LoopRunner):
     def note_collective(self, api: str, axis: str | None, node: cst.CSTNode) -> None:
         """A collective was issued: remember it (branch comparison) and check it runs on every rank of its group."""
         self.collectives.append((api, axis, node))
+        self.ctx.site(node)  # the file of the collective: a rank-dependent `if` in a caller reports it there
         for condition, where in self.divergent:
             if condition.diverges_along(axis):
                 what = "loop" if isinstance(where, (cst.For, cst.While)) else "early exit"
@@ -160,6 +161,13 @@ class Interpreter(ModuleRunner, StatementRunner, BranchRunner, LoopRunner):
 
     def report(self, finding: Finding) -> None:
         if not self.checking:
+            return
+        program = self.ctx.program
+        ref = program.site_ids.get(id(finding.node))
+        if ref is not None and program.sites[ref][1] is not self.ctx and not program.sites[ref][1].stub:
+            # a node of another file (a collective a call into it issued, compared after that call returned
+            # by a rank-dependent `if` here, or in a decorator's wrapper): reported in its own file
+            program.sites[ref][1].report(finding)
             return
         if self.ctx.stub:
             finding = self._at_library_call(finding)

@@ -11,7 +11,7 @@ from typing import Protocol
 
 import libcst as cst
 
-from spmdcheck.analysis import configs, dispatch, layouts, signature, spmd_api, subscripts
+from spmdcheck.analysis import configs, dispatch, layouts, rankflow, signature, spmd_api, subscripts
 from spmdcheck.analysis.dispatch import TENSOR
 from spmdcheck.analysis.frames import Engine
 from spmdcheck.analysis.interp.loopreads import attr_path
@@ -100,6 +100,7 @@ _BUILTINS: dict[str, Value] = {
     "tuple": BuiltinValue("tuple"),
     "list": BuiltinValue("list"),
     **{name: BuiltinValue(name) for name in dispatch.RANK_PRESERVING_BUILTINS},
+    **{name: BuiltinValue(name) for name in rankflow.BUILTINS},
 }
 _ABSENT = object()  # a lookup's "no such name"
 
@@ -356,6 +357,14 @@ class Evaluator:
         if isinstance(test, Literal) and self.engine.inline_stack:
             return self.eval(node.body if test.value else node.orelse)
         return join(self.eval(node.body), self.eval(node.orelse), self.engine.ctx.site(node))
+
+    def eval_Yield(self, node: cst.Yield) -> Value:
+        """`yield x` / `yield from xs` in a generator being called: what it yields (rankflow.py)."""
+        whole = type(node.value) is cst.From
+        part = node.value.item if whole else node.value  # type: ignore[union-attr]
+        value = self.eval(part) if part is not None else NONE
+        rankflow.yielded(self.engine, value, whole)
+        return UNKNOWN
 
     def eval_Subscript(self, node: cst.Subscript) -> Value:
         base = self.eval(node.value)

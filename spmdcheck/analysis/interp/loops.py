@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from spmdcheck.analysis import rankflow
 from spmdcheck.analysis.context import FileContext
 from spmdcheck.analysis.frames import Frame
 from spmdcheck.analysis.interp.branches import joined
@@ -16,7 +17,6 @@ from spmdcheck.analysis.values import (
     Alternatives,
     RankValue,
     Value,
-    element_of,
     is_tensor,
     made_mark,
     widen,
@@ -38,8 +38,8 @@ class LoopRunner:
 
     def exec_loop(self, node: cst.For | cst.While) -> None:
         if isinstance(node, cst.For):
-            iterable = self.eval(node.iter)
-            item = iterable if isinstance(iterable, RankValue) else element_of(iterable)
+            iterable = rankflow.iterated(self, self.eval(node.iter), node.iter)
+            item = rankflow.item_of(iterable)
             bound = iterable
         else:
             bound = self.eval(node.test)

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import libcst as cst
 
-from spmdcheck.analysis import budget, configs, contracts, dispatch, signature, subscripts
+from spmdcheck.analysis import budget, configs, contracts, decorators, dispatch, rankflow, signature, subscripts
 from spmdcheck.analysis.context import FileContext
 from spmdcheck.analysis.dispatch import TENSOR
 from spmdcheck.analysis.frames import Frame, RunState, Scope
@@ -107,7 +107,8 @@ class StatementRunner:
                 self.exec_small(small, stmt)
         elif kind is cst.FunctionDef:
             owner = self.frame.owner if self.frame.function is None else None  # a method: defined in a class body
-            self.frame.env[stmt.name.value] = FunctionValue(stmt, stmt.name.value, self.scope, owner)
+            closure = decorators.Closure(dict(self.frame.env)) if self.frame.function is not None else None
+            self.frame.env[stmt.name.value] = FunctionValue(stmt, stmt.name.value, self.scope, owner, closure)
             log = self.log
             if log is not None:
                 log.defined(stmt)
@@ -247,7 +248,7 @@ class StatementRunner:
                 self, value, f"{TENSOR}.{plain}", [(None, target, node.target)], node, receiver_node=node.value
             )
         else:
-            result = UNKNOWN
+            result = rankflow.joined_lengths(target, value) or UNKNOWN  # `indices += indices[:pad]`
         self.assign(node.target, result, node.value)
 
     def exec_with(self, node: cst.With) -> None:

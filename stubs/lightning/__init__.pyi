@@ -1,0 +1,1 @@
+"""spmdcheck rules for `lightning` (only what the checker models)."""

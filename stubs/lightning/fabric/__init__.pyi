@@ -1,0 +1,1 @@
+"""spmdcheck rules for `lightning.fabric` (only what the checker models)."""

@@ -1,0 +1,1 @@
+"""spmdcheck rules for `lightning.pytorch` (only what the checker models)."""

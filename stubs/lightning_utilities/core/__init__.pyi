@@ -1,0 +1,1 @@
+"""spmdcheck rules for `lightning_utilities.core`."""

@@ -1,0 +1,1 @@
+"""spmdcheck rules for `pytorch_lightning` (only what the checker models)."""
