@@ -9,7 +9,7 @@ import operator
 
 import libcst as cst
 
-from spmdcheck.analysis import configs, contracts, layouts, rankflow, spmd_api, transfer
+from spmdcheck.analysis import autograd_functions, configs, contracts, layouts, rankflow, spmd_api, transfer
 from spmdcheck.analysis.binding import Arg, bind
 from spmdcheck.analysis.findings import Finding
 from spmdcheck.analysis.frames import Engine
@@ -113,6 +113,8 @@ def dispatch(interp: Engine, func: Value, args: list[Arg], node: cst.Call) -> Va
         return call_function(interp, func.func, args, node, receiver=func.receiver)
     if isinstance(func, TrustedForward):
         return _trusted_forward(interp, func, args, node)
+    if isinstance(func, autograd_functions.FunctionApply):
+        return autograd_functions.call_apply(interp, func, args, node)
     if isinstance(func, ClassValue):
         return instantiate(interp, func, args, node)
     if isinstance(func, Chain) and len(args) == 1:

@@ -11,7 +11,7 @@ from typing import Protocol
 
 import libcst as cst
 
-from spmdcheck.analysis import configs, dispatch, layouts, rankflow, signature, spmd_api, subscripts
+from spmdcheck.analysis import autograd_functions, configs, dispatch, layouts, rankflow, signature, spmd_api, subscripts
 from spmdcheck.analysis.dispatch import TENSOR
 from spmdcheck.analysis.frames import Engine
 from spmdcheck.analysis.interp.loopreads import attr_path
@@ -236,6 +236,9 @@ class Evaluator:
                 forward = base.lookup("forward")
                 if isinstance(forward, FunctionValue) and base.lookup("typecheck_forward") is not None:
                     return TrustedForward(MethodValue(forward, UNKNOWN))
+                function_apply = autograd_functions.apply_of(base)  # forward and backward read together
+                if function_apply is not None:
+                    return function_apply
                 if isinstance(forward, FunctionValue):
                     return MethodValue(forward, UNKNOWN)
             return found if found is not None else UNKNOWN
