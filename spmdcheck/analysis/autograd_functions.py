@@ -10,7 +10,8 @@ I -> R); an all-gather forward is `all_gather` to R or I by whether its backward
 followed by keeping this rank's chunk is `reduce_scatter`; keeping this rank's chunk alone is `convert`
 I -> V. The Function found to be one of these is typed as that call, exactly like the stubbed Megatron
 mapping (the same checks of its input, the same output). Anything else (several axes, a group the checker
-cannot name) runs its forward as written, with gradients disabled, and gives what forward returns.
+cannot name) runs its forward as written and gives what forward returns: with gradients disabled when it
+issues a collective, as it is (a fused kernel's forward) when it issues none.
 """
 
 from __future__ import annotations
@@ -65,7 +66,8 @@ class _Mapping:
 def call_apply(interp: Engine, fn: FunctionApply, args: list[Arg], node: cst.Call) -> Value:
     """`Fn.apply(*args)`: typed as the collective its forward and backward make together, else by its forward."""
     tensor_args = [(value, arg_node) for _, value, arg_node in args if isinstance(value, TensorValue)]
-    mapping = _classify(interp, fn, args) if tensor_args else None
+    forward_calls, _ = _probe(interp, fn.forward, args)
+    mapping = _classify(interp, fn, args, forward_calls) if tensor_args else None
     if mapping is not None:
         x, x_node = tensor_args[0]
         return transition(
@@ -79,6 +81,10 @@ def call_apply(interp: Engine, fn: FunctionApply, args: list[Arg], node: cst.Cal
             node,
             implicit_partial=mapping.op in REDUCING,
         )
+    if not forward_calls:
+        # no collective: what grad mode changes here is only whether the R/I relaxation applies, and its
+        # ops follow the inputs' grad either way (a fused kernel's forward: checked as written)
+        return call_function(interp, fn.forward, args, node, receiver=UNKNOWN)
     saved = interp.grad_enabled
     interp.grad_enabled = False  # forward runs under no_grad: its raw collectives cut no history
     try:
@@ -98,9 +104,10 @@ def _recorded(value: Value, grad: GradState) -> Value:
     return value
 
 
-def _classify(interp: Engine, fn: FunctionApply, args: list[Arg]) -> _Mapping | None:
+def _classify(
+    interp: Engine, fn: FunctionApply, args: list[Arg], forward_calls: list[tuple[str, str | None]]
+) -> _Mapping | None:
     """The collective `fn` is, from the collectives its forward and backward issue and what forward returns."""
-    forward_calls, _ = _probe(interp, fn.forward, args)
     backward_args = [(None, TensorValue(SpmdType(), GradState.NO), None) for _ in _tensor_params(fn.backward)]
     backward_calls, _ = _probe(interp, fn.backward, backward_args)  # type: ignore[arg-type]
     axes = {axis for _, axis in forward_calls + backward_calls}
