@@ -105,10 +105,12 @@ class BranchRunner:
             if isinstance(owner, InstanceValue):
                 return ("attr", owner.made, rest), truth
             return ("attr", self.frame.serial, path), truth
-        if isinstance(test, cst.Comparison) and all(
-            _stable(part) for part in (test.left, *(c.comparator for c in test.comparisons))
-        ):
-            return ("compare", self.frame.serial, self.ctx.code_of(test)), truth
+        if isinstance(test, cst.Comparison):
+            parts = [_stable_key(test.left)]
+            for c in test.comparisons:
+                parts += [type(c.operator).__name__, _stable_key(c.comparator)]
+            if None not in parts:
+                return ("compare", self.frame.serial, tuple(parts)), truth
         return None
 
     def _exec_arms(
@@ -303,6 +305,8 @@ def _plain(value: Value) -> bool:
     return isinstance(value, (Literal, Unknown, PyNumber, RankValue))
 
 
-def _stable(node: cst.BaseExpression) -> bool:
-    """A name, an attribute chain or a constant: reading it twice gives the same value."""
-    return isinstance(node, (cst.Name, cst.Integer, cst.Float, cst.SimpleString)) or attr_path(node) is not None
+def _stable_key(node: cst.BaseExpression) -> str | None:
+    """A name, an attribute chain or a constant (reading it twice gives the same value), spelled; else None."""
+    if isinstance(node, (cst.Integer, cst.Float, cst.SimpleString)):
+        return f"{type(node).__name__}:{node.value}"
+    return attr_path(node)
