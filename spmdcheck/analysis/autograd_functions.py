@@ -9,8 +9,9 @@ it is `all_reduce` P -> R; an identity forward with an all-reduce backward is `c
 I -> R); an all-gather forward is `all_gather` to R or I by whether its backward reduces; a reduction
 followed by keeping this rank's chunk is `reduce_scatter`; keeping this rank's chunk alone is `convert`
 I -> V. The Function found to be one of these is typed as that call, exactly like the stubbed Megatron
-mapping (the same checks of its input, the same output). Anything else (several axes, a group the checker
-cannot name) runs its forward as written, with gradients disabled, and gives what forward returns.
+mapping (the same checks of its input, the same output). Anything else (several collectives or axes, a
+group the checker cannot name, a fused kernel) runs its forward as written and gives what forward returns,
+without SPMD306.
 """
 
 from __future__ import annotations
@@ -23,15 +24,8 @@ from spmdcheck.analysis.binding import Arg
 from spmdcheck.analysis.comms import REDUCING, transition
 from spmdcheck.analysis.frames import Engine
 from spmdcheck.analysis.inline import call_function
-from spmdcheck.analysis.values import (
-    UNKNOWN,
-    UNNAMED_GROUP,
-    ClassValue,
-    FunctionValue,
-    Seq,
-    TensorValue,
-    Value,
-)
+from spmdcheck.analysis.values import UNKNOWN, UNNAMED_GROUP, ClassValue, FunctionValue, TensorValue, Value
+from spmdcheck.diagnostics.violations.collectives import RawCollectiveOnAutogradPath
 from spmdcheck.lattice import AxisType, GradState, Kind, SpmdType
 
 
@@ -65,7 +59,8 @@ class _Mapping:
 def call_apply(interp: Engine, fn: FunctionApply, args: list[Arg], node: cst.Call) -> Value:
     """`Fn.apply(*args)`: typed as the collective its forward and backward make together, else by its forward."""
     tensor_args = [(value, arg_node) for _, value, arg_node in args if isinstance(value, TensorValue)]
-    mapping = _classify(interp, fn, args) if tensor_args else None
+    forward_calls, _ = _probe(interp, fn.forward, args)
+    mapping = _classify(interp, fn, args, forward_calls) if tensor_args else None
     if mapping is not None:
         x, x_node = tensor_args[0]
         return transition(
@@ -79,33 +74,25 @@ def call_apply(interp: Engine, fn: FunctionApply, args: list[Arg], node: cst.Cal
             node,
             implicit_partial=mapping.op in REDUCING,
         )
-    saved = interp.grad_enabled
-    interp.grad_enabled = False  # forward runs under no_grad: its raw collectives cut no history
-    try:
-        result = call_function(interp, fn.forward, args, node, receiver=UNKNOWN)
-    finally:
-        interp.grad_enabled = saved
-    grad = GradState.join(value.grad for value, _ in tensor_args) if saved else GradState.NO
-    return _recorded(result, grad)
+    # forward as written (as before this module: the caller's grad mode, so its ops type as they did), but
+    # PyTorch runs it without gradients: a raw collective there cuts no history, so no SPMD306
+    mark = interp.ctx.program.checkpoint()
+    result = call_function(interp, fn.forward, args, node, receiver=UNKNOWN)
+    for finding in interp.ctx.program.withdraw(mark):
+        if finding.code != RawCollectiveOnAutogradPath.code:
+            interp.ctx.report(finding)
+    return result
 
 
-def _recorded(value: Value, grad: GradState) -> Value:
-    """The Function's output as autograd records it: it needs grad when an input does."""
-    if isinstance(value, TensorValue):
-        return TensorValue(value.type, grad, value.rank, value.opaque, value.min_rank, value.reduced_at)
-    if isinstance(value, Seq):
-        return Seq(tuple(_recorded(item, grad) for item in value.items), value.is_list)
-    return value
-
-
-def _classify(interp: Engine, fn: FunctionApply, args: list[Arg]) -> _Mapping | None:
+def _classify(
+    interp: Engine, fn: FunctionApply, args: list[Arg], forward_calls: list[tuple[str, str | None]]
+) -> _Mapping | None:
     """The collective `fn` is, from the collectives its forward and backward issue and what forward returns."""
-    forward_calls, _ = _probe(interp, fn.forward, args)
     backward_args = [(None, TensorValue(SpmdType(), GradState.NO), None) for _ in _tensor_params(fn.backward)]
     backward_calls, _ = _probe(interp, fn.backward, backward_args)  # type: ignore[arg-type]
     axes = {axis for _, axis in forward_calls + backward_calls}
-    if len(axes) != 1:
-        return None
+    if len(axes) != 1 or len(forward_calls) > 1 or len(backward_calls) > 1:
+        return None  # a mapping is one collective each way; more (a cross entropy's statistics) is computation
     axis = next(iter(axes))
     if axis is None or axis == UNNAMED_GROUP or axis not in (interp.ctx.known_axes or interp.mesh):
         return None

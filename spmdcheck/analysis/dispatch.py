@@ -41,6 +41,7 @@ from spmdcheck.analysis.values import (
     TrustedForward,
     Value,
     carries_types,
+    consistent,
     join,
 )
 from spmdcheck.lattice import Kind, Linearity, SpmdType
@@ -262,7 +263,12 @@ def apply_rule(interp: Engine, rule: OpRule, args: list[Arg], node: cst.CSTNode)
     if not alt_positions:
         return _apply_rule(interp, rule, args, node)
     choices = [args[i][1].options for i in alt_positions]  # type: ignore[union-attr]
-    combos = list(itertools.islice(itertools.product(*choices), MAX_COMBINATIONS))
+    # one condition is one choice: a value from one arm never meets a value from the other arm of it
+    taken = interp.conditions_taken
+    feasible = (c for c in itertools.product(*choices) if consistent(tuple(b for _, p in c for b in p), taken))
+    combos = list(itertools.islice(feasible, MAX_COMBINATIONS))
+    if not combos:
+        return UNKNOWN
     results: list[tuple[Value, tuple]] = []
     captured: list[list[Finding]] = []
     writes: list[tuple[list, tuple]] = []

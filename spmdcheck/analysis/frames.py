@@ -9,6 +9,7 @@ them: the dependencies point one way.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -30,6 +31,9 @@ class Scope:
     globals: dict[str, Value]
 
 
+_FRAME_SERIALS = itertools.count(1)
+
+
 @dataclass
 class Frame:
     """One scope being interpreted."""
@@ -46,6 +50,8 @@ class Frame:
     rebound: set[str] = field(default_factory=set)  # parameters reassigned: later writes are local
     top: bool = False  # a module's top level (not a class body, a function or a `__main__` block)
     yields: Any = None  # a generator's body running: its rankflow.YieldLog
+    # which run of its scope this is: a condition on a local name is one choice within one run only
+    serial: int = field(default_factory=lambda: next(_FRAME_SERIALS), compare=False)
 
     def ended(self) -> str | None:
         """How the current path ended: "exited" (return/raise), "jumped" (break/continue), or None."""
@@ -139,6 +145,7 @@ class Engine(Analysis, Protocol):
     effects: list[tuple[cst.CSTNode | None, Value]] | None
     divergent: list[tuple[RankValue, cst.CSTNode]]  # rank-dependent conditions the code runs under
     rank_branches: int  # arms of rank-dependent `if`s being run
+    conditions_taken: list[tuple[object, bool]]  # the conditions of the `if` arms being run, with their truth
 
     def eval(self, node: cst.BaseExpression) -> Value: ...
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -158,6 +159,33 @@ class Branch:
 
     ref: int  # site reference of the If node
     arm: str  # "if" or "else"
+    # (what the condition tests, its truth on this arm): two arms of one condition (the same flag tested by
+    # two `if`s) are never on one path (interp/branches.py `condition_key`). Not part of equality: it
+    # only prunes combinations, the message names the `if` by `ref`.
+    condition: tuple[object, bool] | None = field(default=None, compare=False, hash=False)
+
+
+def consistent(path: tuple[Branch, ...], taken: Sequence[tuple[object, bool]] = ()) -> bool:
+    """Whether one run can take every branch of `path` (inside the `if` arms `taken`): no condition is both
+    true and false on it."""
+    truth: dict[object, bool] = dict(taken)
+    for branch in path:
+        if branch.condition is not None:
+            key, value = branch.condition
+            if truth.setdefault(key, value) != value:
+                return False
+    return True
+
+
+def _add_option(merged: list[tuple[TensorValue, tuple[Branch, ...]]], t: TensorValue, path: tuple[Branch, ...]) -> None:
+    """Keep one option per value; a value several paths give keeps only the conditions they share."""
+    for i, (m, kept) in enumerate(merged):
+        if t == m:
+            if kept != path or any(a.condition != b.condition for a, b in zip(kept, path)):
+                shared = {b.condition for b in path}
+                merged[i] = (m, tuple(b if b.condition in shared else Branch(b.ref, b.arm) for b in kept))
+            return
+    merged.append((t, path))
 
 
 @dataclass(frozen=True)
@@ -415,23 +443,27 @@ class ContextValue(Value):
     payload: Value = UNKNOWN
 
 
-def join(a: Value, b: Value, branch_ref: int | None = None) -> Value:
-    """Values of one variable after the two arms of an `if`."""
+def join(a: Value, b: Value, branch_ref: int | None = None, condition: tuple[object, bool] | None = None) -> Value:
+    """Values of one variable after the two arms of an `if` (`condition`: what it tests, its truth in the
+    `if` arm)."""
     if a == b:
         return a
     if branch_ref is not None and _tensorish(a) and _tensorish(b):
-        opts = _options(a, Branch(branch_ref, "if")) + _options(b, Branch(branch_ref, "else"))
+        on_else = (condition[0], not condition[1]) if condition is not None else None
+        opts = _options(a, Branch(branch_ref, "if", condition)) + _options(b, Branch(branch_ref, "else", on_else))
         merged: list[tuple[TensorValue, tuple[Branch, ...]]] = []
         for t, path in opts:
-            if not any(t == m for m, _ in merged):
-                merged.append((t, path))
+            if consistent(path):  # an arm that tests again a condition an earlier `if` decided the other way
+                _add_option(merged, t, path)
+        if not merged:
+            return UNKNOWN
         if len(merged) == 1:
             return merged[0][0]
         if len(merged) <= MAX_ALTERNATIVES:
             return Alternatives(tuple(merged))
         return widen([t for t, _ in merged])
     if isinstance(a, Seq) and isinstance(b, Seq) and len(a.items) == len(b.items):
-        return Seq(tuple(join(x, y, branch_ref) for x, y in zip(a.items, b.items)), a.is_list)
+        return Seq(tuple(join(x, y, branch_ref, condition) for x, y in zip(a.items, b.items)), a.is_list)
     if isinstance(a, PyNumber) and isinstance(b, PyNumber):
         return NUMBER  # two sizes (or numbers) the checker does not know: still a number
     if isinstance(a, (LayoutValue, LayoutChoice)) and isinstance(b, (LayoutValue, LayoutChoice)):
@@ -463,8 +495,7 @@ def alternatives_of(values: list[tuple[Value, tuple[Branch, ...]]]) -> Value:
             first = values[0][0]
             return first if all(v == first for v, _ in values) else UNKNOWN
         for t, p in options:
-            if not any(t == m for m, _ in merged):
-                merged.append((t, p))
+            _add_option(merged, t, p)
     if len(merged) == 1:
         return merged[0][0]
     if len(merged) <= MAX_ALTERNATIVES:

@@ -11,6 +11,7 @@ import libcst as cst
 from spmdcheck.analysis.context import FileContext
 from spmdcheck.analysis.findings import Finding
 from spmdcheck.analysis.frames import Frame, RunState, Scope
+from spmdcheck.analysis.interp.loopreads import attr_path
 from spmdcheck.analysis.interp.syntax import block_body, is_main_guard, names_used
 from spmdcheck.analysis.roots import RootLog
 from spmdcheck.analysis.values import (
@@ -43,6 +44,7 @@ class BranchRunner:
     rank_branches: int
     attr_logs: list[list[tuple[InstanceValue, str, Value | None]]]
     rank_specific: tuple[cst.CSTNode, list[str]] | None
+    conditions_taken: list[tuple[object, bool]]
 
     def exec_if(self, node: cst.If) -> None:
         if self.frame.top and is_main_guard(node.test):
@@ -82,13 +84,53 @@ class BranchRunner:
         ranked = int(isinstance(test, RankValue))
         self.rank_branches += ranked
         try:
-            self._exec_arms(node, test, ref, before, start)
+            self._exec_arms(node, test, ref, before, start, self.condition_key(node.test))
         finally:
             self.rank_branches -= ranked
 
-    def _exec_arms(self, node: cst.If, test: Value, ref: int, before: dict[str, Value], start: int) -> None:
-        with self.attr_writes() as if_writes:
-            self.exec_block(block_body(node))
+    def condition_key(self, test: cst.BaseExpression) -> tuple[object, bool] | None:
+        """What an `if` tests and its truth in the `if` arm, when two `if`s testing it see one value: a name or
+        attribute chain (`sp`, `self.sequence_parallel`, `not cfg.sp`) or a comparison of such with
+        constants, in this run of the function (an object's attribute: on that object). None: any other
+        test (a call may answer differently each time)."""
+        truth = True
+        while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            test, truth = test.expression, not truth
+        if isinstance(test, cst.Name):
+            return ("name", self.frame.serial, test.value), truth
+        path = attr_path(test)
+        if path is not None:
+            root, _, rest = path.partition(".")
+            owner = self.frame.env.get(root, self.frame.globals.get(root))
+            if isinstance(owner, InstanceValue):
+                return ("attr", owner.made, rest), truth
+            return ("attr", self.frame.serial, path), truth
+        if isinstance(test, cst.Comparison):
+            parts = [_stable_key(test.left)]
+            for c in test.comparisons:
+                parts += [type(c.operator).__name__, _stable_key(c.comparator)]
+            if None not in parts:
+                return ("compare", self.frame.serial, tuple(parts)), truth
+        return None
+
+    def _exec_arms(
+        self,
+        node: cst.If,
+        test: Value,
+        ref: int,
+        before: dict[str, Value],
+        start: int,
+        condition: tuple[object, bool] | None = None,
+    ) -> None:
+        on_path = self.conditions_taken
+        if condition is not None:
+            on_path.append(condition)
+        try:
+            with self.attr_writes() as if_writes:
+                self.exec_block(block_body(node))
+        finally:
+            if condition is not None:
+                on_path.pop()
         in_if = self.collectives[start:]
         after_if, if_ended = self.frame.env, self.frame.ended()
         attrs_after_if = {(id(o), n): o.attrs.get(n) for o, n, _ in if_writes}
@@ -97,13 +139,19 @@ class BranchRunner:
         self.frame.env = dict(before)
         self.frame.exited = self.frame.jumped = False
         middle = len(self.collectives)
-        with self.attr_writes() as else_writes:
-            if node.orelse is not None:
-                if isinstance(node.orelse, cst.If):
-                    self.exec_if(node.orelse)
-                else:
-                    self.exec_block(block_body(node.orelse))
-        self.join_attrs(if_writes, attrs_after_if, else_writes, ref)
+        if condition is not None:
+            on_path.append((condition[0], not condition[1]))
+        try:
+            with self.attr_writes() as else_writes:
+                if node.orelse is not None:
+                    if isinstance(node.orelse, cst.If):
+                        self.exec_if(node.orelse)
+                    else:
+                        self.exec_block(block_body(node.orelse))
+        finally:
+            if condition is not None:
+                on_path.pop()
+        self.join_attrs(if_writes, attrs_after_if, else_writes, ref, condition=condition)
         in_else = self.collectives[middle:]
         if isinstance(test, RankValue):
             self._check_rank_branch(node, test, in_if, in_else)
@@ -130,7 +178,7 @@ class BranchRunner:
                 # differs across ranks as the condition does (`if last_rank: n -= 1`, then `range(n)`)
                 merged[name] = test
             else:
-                merged[name] = join(a, b, ref)
+                merged[name] = join(a, b, ref, condition)
         self.frame.env = merged
 
     def join_attrs(
@@ -141,6 +189,7 @@ class BranchRunner:
         ref: int,
         widen: Callable[[Value], Value] | None = None,
         made_after: int | None = None,
+        condition: tuple[object, bool] | None = None,
     ) -> bool:
         """Each attribute an arm wrote: the join of its values after the two arms (the current values
         are the second arm's). An arm that ended (return/raise) is joined too: its writes may reach a
@@ -153,7 +202,7 @@ class BranchRunner:
             a = after_if.get(key, previous)
             b = owner.attrs.get(name)
             # an attribute set on one path only: unknown after the `if` (reading it may fail on the other)
-            merged = b if a is b else join(a, b, ref) if a is not None and b is not None else UNKNOWN
+            merged = b if a is b else join(a, b, ref, condition) if a is not None and b is not None else UNKNOWN
             if widen is not None and merged is not None:
                 merged = widen(merged)
             if merged is not b:
@@ -254,3 +303,10 @@ def joined(a: dict[str, Value], b: dict[str, Value], name: str, ref: int | None)
 def _plain(value: Value) -> bool:
     """A Python value (a number, a flag), not a tensor, object or container the analysis tracks."""
     return isinstance(value, (Literal, Unknown, PyNumber, RankValue))
+
+
+def _stable_key(node: cst.BaseExpression) -> str | None:
+    """A name, an attribute chain or a constant (reading it twice gives the same value), spelled; else None."""
+    if isinstance(node, (cst.Integer, cst.Float, cst.SimpleString)):
+        return f"{type(node).__name__}:{node.value}"
+    return attr_path(node)

@@ -61,6 +61,8 @@ class Interpreter(ModuleRunner, StatementRunner, BranchRunner, LoopRunner):
         self.divergent: list[tuple[RankValue, cst.CSTNode]] = []
         self.last_test: Value = UNKNOWN  # the condition of the `if` that just ran
         self.rank_branches = 0  # arms of rank-dependent `if`s being run (their collectives are compared)
+        # the conditions of the `if` arms being run, with their truth there (branches.py `condition_key`)
+        self.conditions_taken: list[tuple[object, bool]] = []
         # one log per `if` arm being run: the attribute writes made in it, with the value each replaced,
         # so that the arms' objects can be joined like their variables
         self.attr_logs: list[list[tuple[InstanceValue, str, Value | None]]] = []

@@ -8,7 +8,7 @@ import os
 
 import libcst as cst
 
-from spmdcheck.analysis import contracts, layouts, signature
+from spmdcheck.analysis import contracts, group_inference, layouts, signature
 from spmdcheck.analysis.context import FileContext
 from spmdcheck.analysis.frames import Frame, Importer, RunState, Scope
 from spmdcheck.analysis.interp.syntax import block_body, bound_names, param_name
@@ -96,6 +96,7 @@ class ModuleRunner:
         self.scope = Scope(self.ctx, self.frame.env)
         self.mesh = self.ctx.options.mesh
         self.exec_block(module.body)
+        group_inference.bind_group_globals(self.scope, self.mesh)
         return self.scope
 
     def run_scope(self, scope: Scope, module: cst.Module) -> None:
@@ -112,6 +113,7 @@ class ModuleRunner:
         self.rank_branches, self.attr_logs, self.rank_specific = 0, [], None
         try:
             self.exec_block(module.body)
+            group_inference.bind_group_globals(scope, self.mesh)
         finally:
             for name, value in saved.items():
                 setattr(self, name, value)
