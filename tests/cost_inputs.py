@@ -137,8 +137,9 @@ def rotations(text: str) -> int:
 
 def deep_hierarchy(depth: int) -> str:
     """`depth` classes, each a subclass of the one before, each `forward` calling `super().forward`,
-    and a typed call at the bottom (the annotated entry point makes the chain analysed, not blanked): the
-    partial sum it passes reaches a non-linear op only at the chain's end (one SPMD201, line 9)."""
+    and a typed entry point at the bottom that calls the deepest (the annotation makes the chain analysed,
+    not blanked) and holds one SPMD201 on its last line (the partial sum it passes down reaches the
+    non-linear op at the chain's end, line 9, only where inlining goes that deep: six levels)."""
     lines = [
         '# spmdcheck: mesh = ["tp"]',
         "import torch",
@@ -148,7 +149,7 @@ def deep_hierarchy(depth: int) -> str:
         "",
         "class Layer0(nn.Module):",
         "    def forward(self, x):",
-        "        return x.exp()",  # a partial sum through a non-linear op: one SPMD201, at the chain's end
+        "        return x.exp()",
         "",
     ]
     for k in range(1, depth + 1):
@@ -164,7 +165,8 @@ def deep_hierarchy(depth: int) -> str:
         "",
         'def main(x: Local["tp: S(1)"], w: Local["tp: S(0)"]):',
         f"    model = Layer{depth}()",
-        "    return model(x @ w)",
+        "    y = model(x @ w)",
+        "    return y + (x @ w).exp()",  # a partial sum through a non-linear op: one SPMD201 on this line
         "",
     ]
     return "\n".join(lines)
