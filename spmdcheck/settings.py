@@ -25,6 +25,8 @@ class FileResult:
     path: str
     diagnostics: list[Diagnostic] = field(default_factory=list)
     skipped: bool = False
+    # what the run left unchecked in it, silently (a budget: analysis/budget.py), shown with --verbose
+    notes: list[str] = field(default_factory=list)
 
 
 def selected(code: str, settings: Settings) -> bool:

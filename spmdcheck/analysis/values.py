@@ -347,13 +347,22 @@ class ClassValue(Value):
     namespace: dict[str, Value]
     declared: dict[str, Any]  # attribute -> declared SPMD axes (class-level annotations)
     outer: Any = None  # the class whose body defines this one (a module's nested `Config`)
+    # the mro, made once for these bases: every attribute lookup and `super()` reads it, and made again
+    # each time it cost a hierarchy n deep n^3 (a 300-deep chain of `super().forward` ran for minutes)
+    _mro: tuple[tuple[Value, ...], list[ClassValue]] | None = field(default=None, init=False, repr=False)
 
     def mro(self) -> list[ClassValue]:
-        out: list[ClassValue] = []
-        for cls in [self, *(c for b in self.bases if isinstance(b, ClassValue) for c in b.mro())]:
-            if cls not in out:
-                out.append(cls)
-        return out
+        memo = self._mro
+        if memo is None or memo[0] is not self.bases:
+            out, seen = [self], {id(self)}
+            for base in self.bases:
+                if isinstance(base, ClassValue):
+                    for cls in base.mro():
+                        if id(cls) not in seen:
+                            seen.add(id(cls))
+                            out.append(cls)
+            self._mro = memo = (self.bases, out)
+        return list(memo[1])
 
     def lookup(self, name: str, after: ClassValue | None = None) -> Value | None:
         chain = self.mro()

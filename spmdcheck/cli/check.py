@@ -71,6 +71,8 @@ def check(args: argparse.Namespace) -> int:
     diags = run.diags
     for r in results:
         diags.extend(r.diagnostics)
+    if args.verbose:
+        print_notes(results)
     diags.sort(key=lambda d: d.sort_key())
     if args.diff:
         settings_of = {f: settings for settings, group in by_settings.items() for f in group}
@@ -215,6 +217,15 @@ class _CheckRun:
             self.reported.add(settings.stub_path)
             self.diags += [diagnostic_of(e.split(":", 1)[0], ConfigError("stub", e)) for e in stub_errors]
         return registry
+
+
+def print_notes(results: list[FileResult]) -> None:
+    """`--verbose`: what each file's check left out, silently otherwise (analysis/budget.py), on stderr."""
+    from spmdcheck.diagnostics.render import display_path
+
+    for r in results:
+        for note in r.notes:
+            print(f"spmdcheck: note: {display_path(r.path)}: {note}", file=sys.stderr)
 
 
 def open_cache(args: argparse.Namespace, root: pathlib.Path, settings: Settings) -> ResultCache | None:

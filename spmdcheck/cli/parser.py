@@ -95,6 +95,12 @@ def add_check_arguments(check: argparse.ArgumentParser) -> None:
         help="full (default; `text` is an alias), concise, json, json-lines, sarif, github, gitlab, junit",
     )
     output.add_argument("--statistics", action="store_true", help="print how many findings of each code, only")
+    output.add_argument(
+        "--verbose",
+        "-v",
+        action="store_true",
+        help="also say on stderr what was left unchecked: a file over the size or time budget (docs/robustness.md)",
+    )
     output.add_argument("--color", choices=("auto", "always", "never"), default="auto")
     output.add_argument("--exit-zero", action="store_true", help="exit 0 even when diagnostics are found")
     output.add_argument("--stdin-filename", default=None, help="with the path `-`: the name to report for stdin")

@@ -99,7 +99,8 @@ class ProgramPositions:
 
     def __init__(self) -> None:
         self._files: dict[int, tuple[str, cst.Module]] = {}
-        self._positions: dict[int, object] = {}
+        self._positions: dict[int, _FileTable] = {}
+        self._wanted: dict[int, set] = {}  # per file, the nodes `want` named before its table was made
 
     def add(self, origin: object, path: str, module: cst.Module) -> None:
         self._files[id(origin)] = (path, module)
@@ -117,17 +118,29 @@ class ProgramPositions:
             return key
         return id(None)
 
-    def _table(self, origin: object):  # noqa: ANN202
+    def want(self, findings: list[Finding], sites: list[tuple[cst.CSTNode, object]]) -> None:
+        """Name the nodes rendering `findings` will ask positions of (theirs, those their messages cite, their
+        suggestions'): each file's positions are then made for those nodes alone (frontend/positions.py)."""
+        for f in findings:
+            key = id(f.origin) if id(f.origin) in self._files else id(None)
+            nodes = self._wanted.setdefault(key, set())
+            nodes.add(f.node)
+            nodes.update(sites[b.ref][0] for b in f.branches)
+            nodes.update(s.target for s in f.suggestions if s.target is not None)
+            refs = [int(m.group(1)) for m in _SITE.finditer(f.message)] + list(f.call_chain)
+            for ref in refs:
+                node, site_origin = sites[ref]
+                self._wanted.setdefault(self._known(site_origin), set()).add(node)
+
+    def _table(self, origin: object) -> _FileTable:
         key = id(origin)
         if key not in self._positions:
-            from libcst.metadata import MetadataWrapper, PositionProvider
-
-            module = self._files[key][1]
-            self._positions[key] = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+            self._positions[key] = _FileTable(self._files[key][1], self._wanted.pop(key, None))
         return self._positions[key]
 
     def render(self, findings: list[Finding], sites: list[tuple[cst.CSTNode, object]]) -> dict[str, list[Diagnostic]]:
         out: dict[str, list[Diagnostic]] = {}
+        self.want(findings, sites)
         for f in findings:
             rendered = self.render_one(f, sites)
             if rendered is not None:
@@ -178,6 +191,26 @@ class ProgramPositions:
             [SuggestionOut(s.message, s.replacement, _span(positions, s.target)) for s in f.suggestions],
         )
         return diag, same
+
+
+class _FileTable:
+    """One file's positions: of the nodes wanted (all of them when none were named); a node asked for
+    that was not wanted makes them for every node, once."""
+
+    def __init__(self, module: cst.Module, wanted: set | None) -> None:
+        from spmdcheck.frontend.positions import positions
+
+        self.module, self.wanted = module, wanted
+        self.ranges = positions(module, wanted)
+
+    def get(self, node: cst.CSTNode):  # noqa: ANN201 - a libcst CodeRange, or None (not in the module)
+        found = self.ranges.get(node)
+        if found is None and self.wanted is not None and node not in self.wanted:
+            from spmdcheck.frontend.positions import positions
+
+            self.wanted, self.ranges = None, positions(self.module)
+            found = self.ranges.get(node)
+        return found
 
 
 def _line(positions, node: cst.CSTNode) -> int:  # noqa: ANN001

@@ -21,22 +21,26 @@ if TYPE_CHECKING:
     from spmdcheck.engine.incremental import Selective
     from spmdcheck.rules.stubs import Registry
 
-# Seconds one analysis may take (generous: a guard against hangs, not a performance target). The
-# interpreter stops itself at this budget (`analysis.budget`), in a worker or in a serial run alike.
-ANALYSIS_BUDGET_S = 120.0
+# CPU seconds one analysis may take: a base and more per file (`analysis.budget`). The interpreter stops
+# itself at this budget, in a worker or in a serial run alike, and the program's files degrade to unknown.
+ANALYSIS_BUDGET_S = budget.PROGRAM_BUDGET_S
+ANALYSIS_BUDGET_PER_FILE_S = budget.FILE_BUDGET_S
 
 
-ANALYSIS_BUDGET_PER_FILE_S = 5.0
+def analysis_budget(files: int) -> float:
+    return ANALYSIS_BUDGET_S + ANALYSIS_BUDGET_PER_FILE_S * files
 
 
 def guarded(paths: list[str], run: Callable[[], dict[str, list[Diagnostic]]]) -> list[FileResult]:
-    """Run an analysis; a bug of the checker becomes a diagnostic on the files it concerned, and the run goes on."""
+    """Run an analysis; a bug of the checker becomes a diagnostic on the files it concerned, and the run goes on.
+    An analysis past its budget reports nothing on its files (they are unknown), with a note for --verbose."""
     try:
-        with budget.limited(ANALYSIS_BUDGET_S + ANALYSIS_BUDGET_PER_FILE_S * len(paths)):
+        with budget.limited(analysis_budget(len(paths))):
             found = run()
         return [FileResult(path, found.get(path, [])) for path in paths]
     except budget.BudgetExceeded as exc:
-        return [FileResult(path, [diagnostic_of(path, InternalError(str(exc)))]) for path in paths]
+        note = budget.over_time_note(exc, len(paths))
+        return [FileResult(path, notes=[note]) for path in paths]
     except RecursionError:
         return [FileResult(path, [diagnostic_of(path, SyntaxErrorFound("too-deep"))]) for path in paths]
     except Exception as exc:  # noqa: BLE001 - one file's bug in the checker must not stop the run
@@ -121,7 +125,8 @@ def _trace(message: str) -> None:
 
 
 def _failed(results: list[FileResult]) -> bool:
-    return any(d.code == "SPMD000" for r in results for d in r.diagnostics)
+    """An analysis that did not finish (a crash, its budget): nothing of it is recorded."""
+    return any(r.notes or any(d.code == "SPMD000" for d in r.diagnostics) for r in results)
 
 
 def _check_program(

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
+from spmdcheck.analysis import budget
 from spmdcheck.diagnostics.render import diagnostic_of
 from spmdcheck.diagnostics.violations.inputs import ConfigError, SyntaxErrorFound
 from spmdcheck.engine.collection import without_cycle_collection
@@ -89,12 +90,12 @@ def plan_programs(
     """
     done: list[FileResult] = []
     loaded: dict[str, LoadedFile] = {}
+    too_large: set[str] = set()
     if prepass.enabled():
         if scans is None:
             scans = scan_files(paths, settings, registry, mapper, for_cache=False)  # no cache: see `scan_files`
         if plans is None:
             plans = taint(scans)
-        graph = graph_of_scans([s for s in scans if s is not None])
         for path, scan in zip(paths, scans):
             item = load_file(path, settings)
             if isinstance(item, FileResult) or scan is None:
@@ -107,7 +108,15 @@ def plan_programs(
             if blank:
                 item.blanked = prepass.blank_bodies(item.text, blank)
                 item.blank = blank
+            parsed_chars = len(item.blanked or item.text)
+            if parsed_chars > budget.MAX_PARSED_CHARS and scan.shallow:
+                # over the size budget (CPython read it: a syntax error is still reported by the analysis):
+                # unknown, as a module outside the program; no file imports it in the analysis
+                done.append(FileResult(path, notes=[budget.too_large_note(parsed_chars)]))
+                too_large.add(path)
+                continue
             loaded[path] = item
+        graph = graph_of_scans([s for s in scans if s is not None and s.path not in too_large])
     else:
         for path in paths:
             item = load_file(path, settings)

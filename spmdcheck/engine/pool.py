@@ -64,13 +64,17 @@ def _program_failed(task: ProgramTask, why: str) -> ProgramOutcome:
     return ProgramOutcome(task.index, failed, None)
 
 
-# A worker is killed only this much later: what it overruns then is not the interpreter (a native parser)
+# A worker is killed only this much later: what it overruns then is not the interpreter (a native parser).
+# The interpreter's budget is CPU time, the parent's wall time: a loaded machine stretches the one into
+# several times the other, so the parent waits that much more before it kills.
 _KILL_GRACE_S = 30.0
+_KILL_AFTER_CPU_BUDGETS = 4
 
 
 def _program_budget(task: ProgramTask) -> float:
     """Seconds a worker may spend on one program before its parent kills it."""
-    return ANALYSIS_BUDGET_S + ANALYSIS_BUDGET_PER_FILE_S * len(task.files) + _KILL_GRACE_S
+    cpu = ANALYSIS_BUDGET_S + ANALYSIS_BUDGET_PER_FILE_S * len(task.files)
+    return _KILL_AFTER_CPU_BUDGETS * cpu + _KILL_GRACE_S
 
 
 def _import_analysis() -> None:

@@ -126,6 +126,7 @@ def root_records(log: RootLog, positions: ProgramPositions, sites: list, wanted:
     from spmdcheck.engine import result_cache as caching
 
     out = []
+    positions.want([f for key in log.order for f in log.records[key].findings if wanted(f.code)], sites)
     for key in log.order:
         record = log.records[key]
         diags = []

@@ -94,7 +94,7 @@ def run_check(
                 store.store_record(shapes[id(program)], record)
             key = keys.get(id(program))
             codes = {d.code for r in results for d in r.diagnostics}
-            if key is not None and "SPMD000" not in codes:
+            if key is not None and "SPMD000" not in codes and not any(r.notes for r in results):
                 key = exact_keys[id(program)] if "SPMD001" in codes else key
                 programs_seen[key] = {r.path: caching.to_plain(r.diagnostics) for r in results}
         if store is not None:
@@ -102,7 +102,10 @@ def run_check(
     order = {p: i for i, p in enumerate(files)}
     done.sort(key=lambda r: order.get(r.path, len(order)))
     if store is not None:
-        complete = len(hashes) == len(files) and not any(d.code == "SPMD000" for r in done for d in r.diagnostics)
+        # a result the checker could not finish (a crash, a budget: its notes) is never stored
+        complete = len(hashes) == len(files) and not any(
+            r.notes or any(d.code == "SPMD000" for d in r.diagnostics) for r in done
+        )
         store.finish(
             tree if complete else "",
             {r.path: (r.skipped, caching.to_plain(r.diagnostics)) for r in done} if complete else {},
