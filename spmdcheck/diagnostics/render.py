@@ -210,7 +210,10 @@ def _branch_note(f: Finding, sites: list[cst.CSTNode], line_of) -> str:  # noqa:
     parts = []
     for b in f.branches:
         node = sites[b.ref]
-        if isinstance(node, (cst.For, cst.While)):
+        if b.arm not in ("if", "else"):
+            # a lookup whose key or index the checker cannot read (analysis/containers.py): the entry it took
+            parts.append(f"when the lookup at line {line_of(node)} gives its {b.arm}")
+        elif isinstance(node, (cst.For, cst.While)):
             parts.append(
                 f"after an iteration of the loop at line {line_of(node)}"
                 if b.arm == "else"

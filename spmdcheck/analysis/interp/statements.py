@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import libcst as cst
 
-from spmdcheck.analysis import budget, configs, contracts, dispatch, signature, subscripts
+from spmdcheck.analysis import budget, configs, contracts, dispatch, registries, signature, subscripts
 from spmdcheck.analysis.context import FileContext
 from spmdcheck.analysis.dispatch import TENSOR
 from spmdcheck.analysis.frames import Frame, RunState, Scope
@@ -108,6 +108,8 @@ class StatementRunner:
         elif kind is cst.FunctionDef:
             owner = self.frame.owner if self.frame.function is None else None  # a method: defined in a class body
             self.frame.env[stmt.name.value] = FunctionValue(stmt, stmt.name.value, self.scope, owner)
+            if stmt.decorators:
+                registries.register_decorated(self, stmt, self.frame.env[stmt.name.value])
             log = self.log
             if log is not None:
                 log.defined(stmt)
@@ -232,6 +234,8 @@ class StatementRunner:
             self.frame = saved
         contracts.attach_from_body(self, cls)
         self.frame.env[node.name.value] = cls
+        if node.decorators:
+            registries.register_decorated(self, node, cls)
 
     def exec_augassign(self, node: cst.AugAssign) -> None:
         target = self.eval(node.target)
