@@ -79,6 +79,15 @@ def entries(interp: Engine, d: DictValue) -> tuple[tuple[Value, Value, cst.CSTNo
     return d.items + tuple(registered[1])
 
 
+def register(interp: Engine, d: DictValue, key: Value, value: Value, where: cst.CSTNode) -> None:
+    """A module's top level writes an entry into a dict (a registry filled by a decorator or by `d[k] = v`):
+    the dict itself holds it, for every module that imported it, as a Python dict would."""
+    interp.run.registered.setdefault(id(d), (d, []))[1].append((key, value, where))
+    if interp.log is not None:
+        # the dict may be another module's: a selective run then runs every top level (incremental.py)
+        interp.log.top_wrote()
+
+
 def _label(key: Value) -> str:
     if isinstance(key, Literal):
         return f"entry {key.value!r}"
@@ -222,7 +231,7 @@ def setitem(interp: Engine, target: cst.Subscript, base: Value, index: Value, va
         key_node = target.slice[0].slice.value if isinstance(target.slice[0].slice, cst.Index) else target
         if interp.frame.function is None and not interp.inline_stack:
             # a module's top level filling a registry: the dict itself holds the entry, for every importer
-            interp.run.registered.setdefault(id(base), (base, []))[1].append((index, value, key_node))
+            register(interp, base, index, value, key_node)
         else:
             interp.rebind(target.value, with_entry(interp, base, index, value, key_node))
         return True
@@ -436,3 +445,59 @@ def dict_of(produced: list[tuple[Value, Value, cst.CSTNode]]) -> DictValue:
             items = [e for e in items if e[0] != key]
         items.append((key, value, key_node))
     return DictValue(tuple(items))
+
+
+# ---------------------------------------------------------------- loops over known items
+MAX_UNROLLED_LOOP = 8
+
+
+class _Runner(Engine, Protocol):
+    def assign(self, target: cst.BaseExpression, value: Value, value_node: cst.CSTNode | None) -> None: ...
+
+
+def unroll(interp: _Runner, node: cst.For, iterable: Value) -> bool:
+    """`for x in (a, b)` over a few known, different items (`for fn in LOSSES.values()`, `for k, v in
+    d.items()`): the body runs once per item, in order, as Python runs it, so each item is checked with its
+    own value and what one pass computes is what the next starts from. True: the loop ran. A body that may
+    leave a pass early (`break`, `continue`, `return`) runs as other loops do (interp/loops.py)."""
+    if not (isinstance(iterable, Seq) and 1 < len(iterable.items) <= MAX_UNROLLED_LOOP):
+        return False
+    items = iterable.items
+    if all(item == items[0] for item in items) or _may_leave(node.body):
+        return False
+    for item in items:
+        interp.assign(node.target, item, None)
+        interp.exec_block(node.body.body)  # type: ignore[attr-defined]
+    if node.orelse is not None:
+        interp.exec_block(node.orelse.body.body)  # type: ignore[attr-defined]
+    return True
+
+
+def _may_leave(block: cst.CSTNode) -> bool:
+    """Whether a loop body holds a `break`, `continue`, `return`, `raise` or `yield` of its own (not of a
+    nested loop's body for break/continue, nor of a nested function)."""
+    for child in block.children:
+        kind = type(child)
+        if kind in (cst.Break, cst.Continue, cst.Return, cst.Raise, cst.Yield):
+            return True
+        if kind in (cst.FunctionDef, cst.ClassDef, cst.Lambda):
+            continue
+        if kind in (cst.For, cst.While):
+            if _leaves_function(child):
+                return True
+            continue
+        if _may_leave(child):
+            return True
+    return False
+
+
+def _leaves_function(block: cst.CSTNode) -> bool:
+    for child in block.children:
+        kind = type(child)
+        if kind in (cst.Return, cst.Raise, cst.Yield):
+            return True
+        if kind in (cst.FunctionDef, cst.ClassDef, cst.Lambda):
+            continue
+        if _leaves_function(child):
+            return True
+    return False

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from spmdcheck.analysis import containers
 from spmdcheck.analysis.frames import Engine, Frame
 from spmdcheck.analysis.values import (
     UNKNOWN,
@@ -38,19 +39,38 @@ def register_decorated(interp: Engine, stmt: cst.FunctionDef | cst.ClassDef, val
         if not isinstance(callee, (FunctionValue, MethodValue)):
             continue
         factory = callee.func if isinstance(callee, MethodValue) else callee
-        if type(expr) is cst.Call:
-            inner = _returned_decorator(factory.node)
-            if inner is None:
-                continue
-            env = _bind(interp, factory, callee, expr)
-        else:
-            inner, env = factory.node, {}
-        stores = _stores(inner)
-        if stores is None:
-            continue
-        param, targets = stores
-        env[param] = value
-        _store(interp, factory, inner, env, targets, stmt, value, expr)
+        log = interp.log
+        if log is not None:
+            log.enter_body(factory.node)  # the top level reads the decorator's body (a selective run needs it)
+        try:
+            _apply(interp, expr, factory, callee, stmt, value)
+        finally:
+            if log is not None:
+                log.exit_body()
+
+
+def _apply(
+    interp: Engine,
+    expr: cst.BaseExpression,
+    factory: FunctionValue,
+    callee: Value,
+    stmt: cst.FunctionDef | cst.ClassDef,
+    value: Value,
+) -> None:
+    """Register `value` if `expr` is a registering decorator (a factory called, or the decorator itself)."""
+    if type(expr) is cst.Call:
+        inner = _returned_decorator(factory.node)
+        if inner is None:
+            return
+        env = _bind(interp, factory, callee, expr)
+    else:
+        inner, env = factory.node, {}
+    stores = _stores(inner)
+    if stores is None:
+        return
+    param, targets = stores
+    env[param] = value
+    _store(interp, factory, inner, env, targets, stmt, value, expr)
 
 
 def _returned_decorator(factory: cst.FunctionDef) -> cst.FunctionDef | None:
@@ -153,8 +173,7 @@ def _store(
             if not isinstance(registry, DictValue):
                 continue
             key = _key(interp, target.slice[0].slice.value, param, stmt)  # type: ignore[union-attr]
-            entries = interp.run.registered.setdefault(id(registry), (registry, []))[1]
-            entries.append((key, value, where))
+            containers.register(interp, registry, key, value, where)
 
 
 def _key(interp: Engine, expr: cst.BaseExpression, param: str, stmt: cst.FunctionDef | cst.ClassDef) -> Value:

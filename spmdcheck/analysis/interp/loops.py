@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from spmdcheck.analysis import containers
 from spmdcheck.analysis.context import FileContext
 from spmdcheck.analysis.frames import Frame
 from spmdcheck.analysis.interp.branches import joined
@@ -39,6 +40,8 @@ class LoopRunner:
     def exec_loop(self, node: cst.For | cst.While) -> None:
         if isinstance(node, cst.For):
             iterable = self.eval(node.iter)
+            if containers.unroll(self, node, iterable):  # type: ignore[arg-type]
+                return  # a few known items: one pass each, in order
             item = iterable if isinstance(iterable, RankValue) else element_of(iterable)
             bound = iterable
         else:
