@@ -14,6 +14,7 @@ from spmdcheck.analysis.values import (
     UNKNOWN,
     UNNAMED_GROUP,
     Literal,
+    RankValue,
     Seq,
     TensorValue,
     TypeValue,
@@ -352,7 +353,11 @@ def apply_raw(interp: Analysis, rule: OpRule, bound: Bound, node: cst.CSTNode) -
     # a group the checker cannot name (`dist.new_group(ranks)`): how a rank condition relates to it is unknown
     interp.note_collective(name, axis if named_group else UNNAMED_GROUP, node)
     # A leaf (a receive buffer made with requires_grad=True, a Parameter) has no upstream graph to lose.
-    cuts_history = isinstance(x, TensorValue) and x.grad is GradState.YES and not x.leaf
+    # `dist.broadcast(x, src=...)` with a source computed from the caller's own rank: ranks agree on the
+    # source only where the source alone calls it (a group leader sending what it assembled, Megatron's
+    # bridge communicator), and the source only reads x.
+    sends_only = rule.qualname.endswith(".broadcast") and isinstance(bound.get("src"), RankValue)
+    cuts_history = isinstance(x, TensorValue) and x.grad is GradState.YES and not x.leaf and not sends_only
     if cuts_history and interp.grad_enabled and not raw.differentiable:
         operand = interp.ctx.code_of(x_node) if x_node is not None else "the input"
         raw_use = RawCollectiveOnAutogradPath(name, operand)

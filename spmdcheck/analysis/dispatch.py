@@ -9,7 +9,7 @@ import operator
 
 import libcst as cst
 
-from spmdcheck.analysis import autograd_functions, configs, contracts, layouts, rankflow, spmd_api, transfer
+from spmdcheck.analysis import autograd_functions, configs, containers, contracts, layouts, rankflow, spmd_api, transfer
 from spmdcheck.analysis.binding import Arg, bind
 from spmdcheck.analysis.findings import Finding
 from spmdcheck.analysis.frames import Engine
@@ -24,7 +24,6 @@ from spmdcheck.analysis.values import (
     BuiltinValue,
     Chain,
     ClassValue,
-    DictValue,
     FunctionValue,
     Homogeneous,
     InstanceValue,
@@ -82,12 +81,10 @@ def dispatch(interp: Engine, func: Value, args: list[Arg], node: cst.Call) -> Va
             else:
                 return UNKNOWN  # gradual typing: an unknown callee checks nothing
         return apply_rule(interp, rule, args, node)
-    if (
-        isinstance(func, BoundMethod)
-        and isinstance(func.receiver, DictValue)
-        and func.qualname.startswith("builtins.dict.")
-    ):
-        return _dict_view(func.receiver, func.qualname.rsplit(".", 1)[1])
+    if isinstance(func, BoundMethod) and func.qualname.startswith(("builtins.dict.", "builtins.list.")):
+        return containers.call_method(interp, func.receiver, func.qualname.rsplit(".", 1)[1], args, node)
+    if isinstance(func, containers.Candidates):  # `LOSSES[name](x)`: once per entry the key may pick
+        return containers.call_candidates(interp, func, args, node, dispatch)
     if isinstance(func, BoundMethod):
         if isinstance(func.receiver, (TensorValue, Alternatives)):
             return call_method(
@@ -144,6 +141,8 @@ def dispatch(interp: Engine, func: Value, args: list[Arg], node: cst.Call) -> Va
         return items if isinstance(items, Homogeneous) else UNKNOWN
     if isinstance(func, BuiltinValue) and func.name in rankflow.BUILTINS:
         return rankflow.call_builtin(interp, func.name, args, node)
+    if isinstance(func, BuiltinValue) and func.name == "sum":
+        return containers.total(interp, args, node, lambda left, right, arg: _add(interp, left, right, arg, node))
     if isinstance(func, BuiltinValue) and func.name in RANK_PRESERVING_BUILTINS:
         ranks = [v for _, v, _ in args if isinstance(v, RankValue)]
         if ranks:
@@ -219,13 +218,14 @@ def _forward_values(value: Value) -> Value:
     return UNKNOWN
 
 
-def _dict_view(d: DictValue, view: str) -> Value:
-    """`d.values()`, `d.items()`, `d.keys()` of a dict with known entries: a sequence of them."""
-    if view == "values":
-        return Seq(tuple(v for _, v, _ in d.items))
-    if view == "keys":
-        return Seq(tuple(k for k, _, _ in d.items))
-    return Seq(tuple(Seq((k, v)) for k, v, _ in d.items))
+def _add(interp: Engine, left: Value, right: Value, right_arg: Arg, node: cst.Call) -> Value:
+    """`left + right` as `sum` adds its items (the finding points at the call's argument)."""
+    where = right_arg[2]
+    if isinstance(left, (TensorValue, Alternatives)):
+        return call_method(interp, left, f"{TENSOR}.__add__", [right_arg], node, receiver_node=where)
+    if isinstance(right, (TensorValue, Alternatives)):
+        return call_method(interp, right, f"{TENSOR}.__radd__", [(None, left, where)], node, receiver_node=where)
+    return python_arith(left, right, "__add__")
 
 
 def instantiate(interp: Engine, cls: ClassValue, args: list[Arg], node: cst.Call) -> Value:
@@ -359,6 +359,10 @@ def _literal_in(value: object, allowed: tuple[object, ...]) -> bool:
 
 
 def python_arith(left: Value, right: Value, dunder: str) -> Value:
+    if dunder == "__add__" and isinstance(left, (Seq, Homogeneous)):
+        joined = containers.concatenate(left, right)  # `xs + [y]`: the items of both
+        if joined is not None:
+            return joined
     if isinstance(left, RankValue):
         return left.combine(right)
     if isinstance(right, RankValue):

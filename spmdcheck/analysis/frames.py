@@ -118,6 +118,9 @@ class RunState:
     contracts: dict[int, Value] = field(default_factory=dict)  # module class id -> the contract that reached it
     checked: set[int] = field(default_factory=set)  # functions already checked on their own (ids of their nodes)
     slots: ConfigSlots = field(default_factory=ConfigSlots)
+    # id(dict) -> (the dict, entries a top level registered into it since it was made: containers.py): every
+    # module that imported the dict sees them, as every importer of a Python dict sees its later writes
+    registered: dict[int, tuple[Value, list]] = field(default_factory=dict)
 
     def recheck(self, forward: FunctionValue, owner: ClassValue) -> None:
         """A module's `forward` learnt something after it was checked (a contract reached it): check it again."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from spmdcheck.analysis import ops, rankflow
+from spmdcheck.analysis import containers, ops, rankflow
 from spmdcheck.analysis.dispatch import apply_rule, default_tensor_rule
 from spmdcheck.analysis.frames import Engine
 from spmdcheck.analysis.values import (
@@ -58,9 +58,12 @@ def getitem(interp: Engine, base: Value, node: cst.Subscript) -> Value:
         return base.item
     if isinstance(base, ShapeValue) and len(node.slice) == 1:
         return _shape_item(interp, base, node.slice[0].slice, index_values[0])
-    if isinstance(base, DictValue) and len(index_values) == 1 and isinstance(index_values[0], Literal):
-        # a dict with constant keys (an nn.ModuleDict of layers, a config dict)
-        return next((v for k, v, _ in base.items if k == index_values[0]), UNKNOWN)
+    if isinstance(base, (DictValue, Seq)) and len(index_values) == 1:
+        # a dict's entry (an nn.ModuleDict of layers, a config dict, a registry), a list's item at an index
+        # the checker cannot read: containers.py
+        found = containers.getitem(interp, base, index_values[0], node)
+        if found is not None:
+            return found
     if isinstance(base, MeshValue) and len(index_values) == 1 and isinstance(index_values[0], Literal):
         name = index_values[0].value
         if isinstance(name, str):
@@ -149,9 +152,10 @@ def _index_layout(base: Value, result: TensorValue, index: list[Value]) -> Tenso
 def setitem(interp: Engine, target: cst.Subscript, value: Value, value_node: cst.CSTNode | None) -> None:
     """`x[i] = y` mutates x: checked like an in-place op (a deliberate difference from spmd_types)."""
     base = interp.eval(target.value)
-    for el in target.slice:
-        if isinstance(el.slice, cst.Index):
-            interp.eval(el.slice.value)
+    index = [interp.eval(el.slice.value) for el in target.slice if isinstance(el.slice, cst.Index)]
+    if len(index) == len(target.slice) == 1 and containers.is_container(base):
+        if containers.setitem(interp, target, base, index[0], value):
+            return
     if isinstance(base, TensorValue) and not isinstance(value, (TensorValue, Alternatives, Literal, PyNumber)):
         # A value the checker cannot model (it may be a tensor of any type) written into the tensor: what
         # the tensor holds afterwards is not known, and unknown is silent.

@@ -473,6 +473,14 @@ def join(a: Value, b: Value, branch_ref: int | None = None, condition: tuple[obj
         return widen([t for t, _ in merged])
     if isinstance(a, Seq) and isinstance(b, Seq) and len(a.items) == len(b.items):
         return Seq(tuple(join(x, y, branch_ref, condition) for x, y in zip(a.items, b.items)), a.is_list)
+    if isinstance(a, (Seq, Homogeneous)) and isinstance(b, (Seq, Homogeneous)):
+        # a list of different lengths on the two paths (one grown by `.append` in a loop): of unknown length,
+        # its items joined
+        items = [*(a.items if isinstance(a, Seq) else (a.item,)), *(b.items if isinstance(b, Seq) else (b.item,))]
+        item = items[0]
+        for other in items[1:]:
+            item = join(item, other, branch_ref, condition)
+        return Homogeneous(item) if item is not UNKNOWN else UNKNOWN
     if isinstance(a, PyNumber) and isinstance(b, PyNumber):
         return NUMBER  # two sizes (or numbers) the checker does not know: still a number
     if isinstance(a, (LayoutValue, LayoutChoice)) and isinstance(b, (LayoutValue, LayoutChoice)):
@@ -595,6 +603,8 @@ def element_of(value: Value) -> Value:
     if isinstance(value, Seq) and value.items:
         first = value.items[0]
         return first if all(item == first for item in value.items) else UNKNOWN
+    if isinstance(value, DictValue):  # iterating a dict gives its keys
+        return element_of(Seq(tuple(k for k, _, _ in value.items)))
     return UNKNOWN
 
 

@@ -174,7 +174,7 @@ class ProgramPositions:
         same = f"{f.code}\0{type(f.node).__name__}\0{pos.start.line}:{pos.start.column}:{pos.end.line}:{pos.end.column}"
         same += "\0" + message
         if f.branches:
-            message += " " + _branch_note(f, [n for n, _ in sites], functools.partial(_line, positions))
+            message += " " + _branch_note(f, [n for n, _ in sites], functools.partial(_line, positions), where)
         if f.call_chain:
             message += " (" + ", ".join(f"called from {where(ref, '')}" for ref in f.call_chain) + ")"
         info = CODES[f.code]
@@ -237,13 +237,17 @@ def _span(positions, node: cst.CSTNode | None) -> tuple[int, int, int, int] | No
     return (pos.start.line, pos.start.column + 1, pos.end.line, pos.end.column + 1)
 
 
-def _branch_note(f: Finding, sites: list[cst.CSTNode], line_of) -> str:  # noqa: ANN001
+def _branch_note(f: Finding, sites: list[cst.CSTNode], line_of, where) -> str:  # noqa: ANN001
     import libcst as cst
 
     parts = []
     for b in f.branches:
         node = sites[b.ref]
-        if isinstance(node, (cst.For, cst.While)):
+        if b.arm not in ("if", "else"):
+            # a lookup whose key or index the checker cannot read (analysis/containers.py): the entry it took
+            # (in the caller's file, often: `where` names the file when it is another)
+            parts.append(f"when the lookup at {where(b.ref)} gives its {b.arm}")
+        elif isinstance(node, (cst.For, cst.While)):
             parts.append(
                 f"after an iteration of the loop at line {line_of(node)}"
                 if b.arm == "else"

@@ -11,7 +11,17 @@ from typing import Protocol
 
 import libcst as cst
 
-from spmdcheck.analysis import autograd_functions, configs, dispatch, layouts, rankflow, signature, spmd_api, subscripts
+from spmdcheck.analysis import (
+    autograd_functions,
+    configs,
+    containers,
+    dispatch,
+    layouts,
+    rankflow,
+    signature,
+    spmd_api,
+    subscripts,
+)
 from spmdcheck.analysis.dispatch import TENSOR
 from spmdcheck.analysis.frames import Engine
 from spmdcheck.analysis.interp.loopreads import attr_path
@@ -44,7 +54,6 @@ from spmdcheck.analysis.values import (
     TrustedForward,
     TypeValue,
     Value,
-    element_of,
     join,
 )
 from spmdcheck.frontend.guard import string_value
@@ -99,6 +108,7 @@ _BUILTINS: dict[str, Value] = {
     "isinstance": BuiltinValue("isinstance"),
     "tuple": BuiltinValue("tuple"),
     "list": BuiltinValue("list"),
+    "sum": BuiltinValue("sum"),
     **{name: BuiltinValue(name) for name in dispatch.RANK_PRESERVING_BUILTINS},
     **{name: BuiltinValue(name) for name in rankflow.BUILTINS},
 }
@@ -198,8 +208,12 @@ class Evaluator:
             return BoundMethod(base, f"torch.distributed.device_mesh.DeviceMesh.{attr}")
         if isinstance(base, (ContractValue, LayoutValue)):
             return layouts.field(base, attr)
-        if isinstance(base, DictValue) and attr in ("values", "items", "keys"):
+        if isinstance(base, DictValue) and attr in containers.DICT_METHODS:
             return BoundMethod(base, f"builtins.dict.{attr}")
+        if isinstance(base, (Seq, Homogeneous)) and attr in containers.LIST_METHODS:
+            return BoundMethod(base, f"builtins.list.{attr}")
+        if isinstance(base, containers.Candidates):  # `model.forward` of a model picked from a registry
+            return containers.attribute(base, attr, self.object_attribute)
         return UNKNOWN
 
     def object_attribute(self, base: Value, attr: str) -> Value:
@@ -327,6 +341,11 @@ class Evaluator:
                 result = RankValue(None, frozenset({right.axis})) if right.axis is not None else RankValue(frozenset())
             elif isinstance(right, RankValue):
                 result = right.combine(result) if isinstance(result, RankValue) else right
+            elif membership and isinstance(left, Literal) and len(node.comparisons) == 1:
+                # `name in self.SP_PARAMS`: a constant in a constant tuple (or a dict's constant keys)
+                result = containers.membership(left, right)
+                if isinstance(result, Literal) and operator is cst.NotIn:
+                    result = Literal(not result.value)
             elif isinstance(left, Literal) and isinstance(right, Literal) and len(node.comparisons) == 1:
                 result = _fold_comparison(target.operator, left.value, right.value)
                 if isinstance(result, Literal) and (isinstance(left, Assumed) or isinstance(right, Assumed)):
@@ -435,28 +454,22 @@ class Evaluator:
         return self._comprehension(node)
 
     def eval_SetComp(self, node: cst.SetComp) -> Value:
-        self._comprehension(node)
-        return UNKNOWN
+        return self._comprehension(node)
 
-    def _comprehension(self, node: cst.ListComp | cst.GeneratorExp | cst.SetComp) -> Value:
-        """The element once, its loop variables bound to an element of each iterable: a list of such items.
+    def eval_DictComp(self, node: cst.DictComp) -> Value:
+        return self._comprehension(node)
+
+    def _comprehension(self, node: cst.ListComp | cst.GeneratorExp | cst.SetComp | cst.DictComp) -> Value:
+        """Its elements, its loop variables bound to the items of each iterable (containers.py).
 
         The loop variables do not leak (Python 3 scoping); what the element does to objects stays.
         """
         saved = self.engine.frame.env
         self.engine.frame.env = dict(saved)
         try:
-            clause: cst.CompFor | None = node.for_in
-            while clause is not None:
-                iterable = self.eval(clause.iter)
-                self.engine.assign(clause.target, element_of(iterable), None)
-                for cond in clause.ifs:
-                    self.eval(cond.test)
-                clause = clause.inner_for_in
-            item = self.eval(node.elt)
+            return containers.comprehension(self, node)
         finally:
             self.engine.frame.env = saved
-        return Homogeneous(item)
 
     def eval_Await(self, node: cst.Await) -> Value:
         return self.eval(node.expression)

@@ -13,7 +13,9 @@ answers which names those are, from the syntax alone, as the interpreter runs a 
   `self` is not an object it models): reading `a.b.c` reads `a`, `a.b` and `a.b.c`;
 - every name written inside a nested function, class, lambda or comprehension counts as read where it
   stands (they run later, or in a scope of their own);
-- `global`, `nonlocal` and `del` make the answer unknown (None): the loop then runs as before.
+- `global`, `nonlocal` and `del` make the answer unknown (None): the loop then runs as before;
+- `xs.append(y)` (`.extend`, `.insert`) reads what it adds, not `xs`: a list joined with what it held holds
+  the same again after another pass (analysis/containers.py).
 
 The answer over-approximates: a name counted as read when it is not only costs a pass.
 """
@@ -54,6 +56,7 @@ _LAYOUT_FIELDS = (
     "suffix",
 )
 _fields_of: dict[type, tuple[str, ...]] = {}
+_GROWING = frozenset({"append", "extend", "insert"})  # list methods that only add items
 
 
 class _Unknown(Exception):
@@ -206,6 +209,12 @@ def _read(node: cst.CSTNode | None, defined: set[str], exposed: set[str]) -> Non
             if item.value not in defined:
                 exposed.add(item.value)
             continue
+        if kind is cst.Call and type(item.func) is cst.Attribute and item.func.attr.value in _GROWING:
+            if attr_path(item.func.value) is not None:
+                # `outputs.append(y)`: the list only grows, and joined with what it held (containers.py) it
+                # holds the same again in another pass: what that pass reads is the argument
+                todo.extend(item.args)
+                continue
         if kind is cst.Attribute:
             path = attr_path(item)
             if path is not None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from spmdcheck.analysis import rankflow
+from spmdcheck.analysis import containers, rankflow
 from spmdcheck.analysis.context import FileContext
 from spmdcheck.analysis.frames import Frame
 from spmdcheck.analysis.interp.branches import joined
@@ -39,6 +39,8 @@ class LoopRunner:
     def exec_loop(self, node: cst.For | cst.While) -> None:
         if isinstance(node, cst.For):
             iterable = rankflow.iterated(self, self.eval(node.iter), node.iter)
+            if containers.unroll(self, node, iterable):  # type: ignore[arg-type]
+                return  # a few known items: one pass each, in order
             item = rankflow.item_of(iterable)
             bound = iterable
         else:

@@ -7,7 +7,17 @@ from collections.abc import Sequence
 
 import libcst as cst
 
-from spmdcheck.analysis import budget, configs, contracts, decorators, dispatch, rankflow, signature, subscripts
+from spmdcheck.analysis import (
+    budget,
+    configs,
+    contracts,
+    decorators,
+    dispatch,
+    rankflow,
+    registries,
+    signature,
+    subscripts,
+)
 from spmdcheck.analysis.context import FileContext
 from spmdcheck.analysis.dispatch import TENSOR
 from spmdcheck.analysis.frames import Frame, RunState, Scope
@@ -109,6 +119,8 @@ class StatementRunner:
             owner = self.frame.owner if self.frame.function is None else None  # a method: defined in a class body
             closure = decorators.Closure(dict(self.frame.env)) if self.frame.function is not None else None
             self.frame.env[stmt.name.value] = FunctionValue(stmt, stmt.name.value, self.scope, owner, closure)
+            if stmt.decorators:
+                registries.register_decorated(self, stmt, self.frame.env[stmt.name.value])
             log = self.log
             if log is not None:
                 log.defined(stmt)
@@ -233,6 +245,8 @@ class StatementRunner:
             self.frame = saved
         contracts.attach_from_body(self, cls)
         self.frame.env[node.name.value] = cls
+        if node.decorators:
+            registries.register_decorated(self, node, cls)
 
     def exec_augassign(self, node: cst.AugAssign) -> None:
         target = self.eval(node.target)
