@@ -7,6 +7,7 @@ checker itself reads; so `spmdcheck check fixtures/` prints exactly what the fix
 from __future__ import annotations
 
 import json
+import pathlib
 import subprocess
 import sys
 from collections import defaultdict
@@ -60,10 +61,20 @@ def test_command_line_on_fixtures_prints_exactly_the_expected_findings(expected_
     for path in ALL_FILES:  # the programs' modules too: the CLI checks the folder as it finds it
         rel = str(path.relative_to(ROOT))
         text = path.read_text(encoding="utf-8")
-        if pending(text) is not None:
+        if pending(text) is not None or _in_pending_package(path):
             continue  # its own test is a strict expected failure (test_fixture, test_programs.test_program)
         problem = difference(from_diagnostics(got.get(rel, [])), parse(text))
         assert not problem, f"{rel}:\n{problem}"
+
+
+def _in_pending_package(path: pathlib.Path) -> bool:
+    """A module of a fixtures/programs/ package one of whose modules is pending (the marker sits in one module,
+    usually the entry point, and the expectations in the others)."""
+    programs = FIXTURES / "programs"
+    if programs not in path.parents:
+        return False
+    package = programs / path.relative_to(programs).parts[0]
+    return any(pending(m.read_text(encoding="utf-8")) is not None for m in package.rglob("*.py"))
 
 
 # Codes whose fix is a call to insert: the text and JSON outputs must show it.
