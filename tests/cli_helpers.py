@@ -46,7 +46,7 @@ SUMMARY = re.compile(
 )
 # `check` modes whose output is not a report (or is written elsewhere): nothing to recognise a run by
 NOT_A_REPORT = {"--diff", "--add-noqa", "--show-settings", "--show-types", "--statistics", "--write-baseline",
-                "--help", "-h", "--version"}
+                "--help", "-h", "--version", "-q", "--quiet", "-o", "--output-file"}
 
 
 def _option(args: list[str], name: str, default: str) -> str:

@@ -138,7 +138,8 @@ def test_json_lines_and_concise(project):
     proc = run(["check", "--output-format", "concise", "."], project)
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("a.py:7:5: SPMD101 [partial-through-nonlinear] ")
-    assert len(lines) == 4 and lines[-1].startswith("Found 3 errors")
+    assert len(lines) == 5 and lines[-2].startswith("Found 3 errors")
+    assert lines[-1] == "No fixes available (3 hidden fixes can be enabled with the `--unsafe-fixes` option)."
     assert run(["check", "--output-format", "text", "a.py", "--color", "never"], project).stdout.startswith(
         "a.py:7:5: SPMD101"
     )

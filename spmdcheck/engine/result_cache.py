@@ -577,7 +577,8 @@ def to_plain(diags: list[Diagnostic]) -> list[list[Any]]:
             d.name,
             d.severity,
             d.message,
-            [[s.message, s.replacement, list(s.span) if s.span is not None else None] for s in d.suggestions],
+            [[s.message, s.replacement, list(s.span) if s.span is not None else None, s.safe] for s in d.suggestions],
+            [list(site) for site in d.chain],
         ]
         for d in diags
     ]
@@ -597,7 +598,8 @@ def from_plain(path: str, plain: list[list[Any]]) -> list[Diagnostic]:
             name,
             severity,
             message,
-            [SuggestionOut(m, r, tuple(span) if span is not None else None) for m, r, span in suggestions],
+            [SuggestionOut(m, r, tuple(span) if span else None, *safe) for m, r, span, *safe in suggestions],
+            chain=tuple((site[0], site[1]) for site in chain[0]) if chain else (),
         )
-        for line, column, end_line, end_column, code, name, severity, message, suggestions in plain
+        for line, column, end_line, end_column, code, name, severity, message, suggestions, *chain in plain
     ]
