@@ -39,7 +39,11 @@ def write(diags: list[Diagnostic], context: ReportContext, out: TextIO) -> None:
     from rich.markup import escape
 
     color = context.color
-    console = Console(file=out, force_terminal=color, no_color=not color, highlight=False, soft_wrap=True)
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:  # rich would exit with status 1 itself; the command line decides
+            raise BrokenPipeError
+
+    console = _Console(file=out, force_terminal=color, no_color=not color, highlight=False, soft_wrap=True)
     for d in diags:
         style = {"error": "bold red", "warning": "bold yellow"}.get(d.severity, "bold cyan")
         console.print(
