@@ -66,7 +66,9 @@ def check(args: argparse.Namespace) -> int:
         for error in resolver.errors:
             print(f"spmdcheck: SPMD005 config-error: {error}", file=sys.stderr)
         return EXIT_USAGE
-    if not files and not run.status:  # as mypy: a path that holds nothing to check is a mistake, not a pass
+    if not files and not run.status and not any(os.path.isfile(p) for p in paths):
+        # as mypy: folders that hold nothing to check are a mistake (a mistyped CI path), not a pass; a file
+        # named and excluded (pre-commit's staged files, with --force-exclude) is checked as nothing, as ruff
         print(f"spmdcheck: error: no Python files found under {', '.join(paths)}", file=sys.stderr)
         return EXIT_USAGE
     if args.show_types:
