@@ -118,6 +118,11 @@ def test_quiet_prints_the_findings_only(project):
     assert "Found" not in proc.stdout and "fixable" not in proc.stdout and "No fixes" not in proc.stdout
     clean = run(["check", "--quiet", "--select", "SPMD9", "a.py"], project)
     assert clean.returncode == 0 and clean.stdout == ""
+    # the notes on stderr too (what --fix held back, what --diff would apply); errors are still said
+    assert "--unsafe-fixes" in run(["check", "--fix", "a.py"], project).stderr
+    assert run(["check", "-q", "--fix", "a.py"], project).stderr == ""
+    assert run(["check", "-q", "--diff", "a.py"], project).stderr == ""
+    assert "no such file" in run(["check", "-q", "nope.py"], project).stderr
 
 
 def test_output_file(project):

@@ -11,8 +11,9 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, TextIO
 
 from spmdcheck.cli.fix import add_noqa_comments, fix_files, fix_stdin, print_diff
+from spmdcheck.cli.notes import note, set_quiet
 from spmdcheck.cli.parser import EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE
-from spmdcheck.cli.progress import Progress, progress_for
+from spmdcheck.cli.progress import progress_for
 from spmdcheck.cli.project import (
     config_arguments,
     file_settings,
@@ -40,6 +41,7 @@ def check(args: argparse.Namespace) -> int:
     from spmdcheck.rules.cache import use_disk_cache
 
     defer_cycle_collection()  # this process ends with the run
+    set_quiet(args.quiet)
     use_disk_cache(not args.no_cache)  # --no-cache bypasses the stub registry's cache too
     paths = args.paths or ["."]
     if not _arguments_valid(args):
@@ -76,9 +78,8 @@ def check(args: argparse.Namespace) -> int:
             show_types(by_settings, run.stdin_text, args, out)
         return run.status
     results = []
-    with progress_for(args, len(files)) as progress:
-        for settings, group in by_settings.items():
-            results += run.check_group(settings, group, len(by_settings), progress)
+    for settings, group in by_settings.items():
+        results += run.check_group(settings, group, len(by_settings))
     diags = run.diags
     for r in results:
         diags.extend(r.diagnostics)
@@ -168,9 +169,7 @@ class _CheckRun:
             self.status = EXIT_USAGE
         return files
 
-    def check_group(
-        self, settings: Settings, group: list[str], groups: int, progress: Progress | None = None
-    ) -> list[FileResult]:
+    def check_group(self, settings: Settings, group: list[str], groups: int) -> list[FileResult]:
         """The results of one settings group's files (of `groups`), after the fixes asked for."""
         from spmdcheck.rules.registry import load_registry
 
@@ -200,7 +199,8 @@ class _CheckRun:
                 context = project_context(group, settings, self.resolver, args, self.primary, walked)
             focus = frozenset(group) if context else None
             jobs = self._jobs()
-            checked = run_check(group + context, settings, registry, jobs, store, focus, progress=progress)
+            with progress_for(self.args, len(group) + len(context)) as progress:  # erased before anything else
+                checked = run_check(group + context, settings, registry, jobs, store, focus, progress=progress)
             group_results = named(checked, group)
             if store is not None:
                 store.save()
@@ -314,7 +314,7 @@ def report(
         except BaselineError as exc:
             print(f"spmdcheck: {exc}", file=sys.stderr)
             return EXIT_USAGE
-        print(f"spmdcheck: wrote {count} finding(s) to the baseline {args.write_baseline}", file=sys.stderr)
+        note(f"wrote {count} finding(s) to the baseline {args.write_baseline}")
         return status
     if args.baseline:
         from spmdcheck.report.baseline import BaselineError, new_findings, read_baseline
@@ -327,7 +327,7 @@ def report(
         before = len(diags)
         diags = new_findings(diags, accepted, pathlib.Path(args.baseline), sources)
         if before != len(diags):
-            print(f"spmdcheck: {before - len(diags)} finding(s) in the baseline not shown", file=sys.stderr)
+            note(f"{before - len(diags)} finding(s) in the baseline not shown")
     color = use_color(args.color, out)
     if args.statistics:
         from spmdcheck.report.statistics import write_statistics
