@@ -178,6 +178,18 @@ def test_fix_hints_and_statistics_follow_ruff(project):
     assert "[*] 1 fixable with the `--fix --unsafe-fixes` option." in shown.stdout
 
 
+def test_a_safe_fix_stays_safe_in_a_cached_run(project):
+    # removing an unused suppression is safe: fixable without --unsafe-fixes, also when the cache answers
+    (project / "a.py").write_text(BUGGY.replace("z = F.gelu(y)", "z = F.gelu(y)  # noqa: SPMD104"))
+    for attempt in ("cold", "cached"):
+        stats = json.loads(run(["check", "--statistics", "--output-format", "json", "a.py"], project).stdout)
+        assert {r["code"]: r["fixable"] for r in stats} == {"SPMD006": 1, "SPMD101": 0}, attempt
+        hint = run(["check", "a.py"], project).stdout.splitlines()[-1]
+        assert hint == (
+            "[*] 1 fixable with the `--fix` option (1 hidden fix can be enabled with the `--unsafe-fixes` option)."
+        ), attempt
+
+
 def test_a_folder_without_python_files_is_an_error(tmp_path):
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "notes.txt").write_text("no code here\n")

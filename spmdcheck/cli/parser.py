@@ -109,7 +109,11 @@ def add_check_arguments(check: argparse.ArgumentParser) -> None:
         "--force-exclude", action="store_true", help="apply excludes to files named on the command line"
     )
 
-    output = check.add_argument_group("output")
+    _add_output_arguments(check.add_argument_group("output"))
+    _add_fix_arguments(check.add_argument_group("fixes and adoption"))
+
+
+def _add_output_arguments(output: argparse._ArgumentGroup) -> None:
     output.add_argument(
         "--output-format",
         choices=(*FORMATS, *ALIASES),
@@ -130,14 +134,17 @@ def add_check_arguments(check: argparse.ArgumentParser) -> None:
     output.add_argument("--exit-zero", action="store_true", help="exit 0 even when diagnostics are found")
     output.add_argument("--stdin-filename", default=None, help="with the path `-`: the name to report for stdin")
 
-    fixing = check.add_argument_group("fixes and adoption")
+
+
+def _add_fix_arguments(fixing: argparse._ArgumentGroup) -> None:
     fixing.add_argument(
         "--fix", action="store_true", help="apply safe fixes (removing unused suppressions); see --unsafe-fixes"
     )
     fixing.add_argument(
         "--unsafe-fixes",
         action="store_true",
-        help="with --fix or --diff: also insert the suggested collectives; alone: mark them fixable in the report",
+        help="with --fix: also insert the suggested collectives; alone: count them as fixable in the report "
+        "(--diff always shows them)",
     )
     fixing.add_argument(
         "--diff", action="store_true", help="print every fix as a unified diff, write nothing (exit 1 if any)"
