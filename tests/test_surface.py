@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import pty
 import re
 import select
 import subprocess
@@ -308,6 +307,8 @@ def test_progress_line_draws_counts_and_erases_itself(monkeypatch):
 
 
 def _stderr_on_a_terminal(args: list[str], cwd: pathlib.Path) -> tuple[str, str]:
+    import pty  # POSIX only
+
     primary, secondary = pty.openpty()
     proc = subprocess.Popen(
         [sys.executable, "-m", "spmdcheck", *args],
@@ -336,6 +337,7 @@ def _stderr_on_a_terminal(args: list[str], cwd: pathlib.Path) -> tuple[str, str]
     return out, b"".join(chunks).decode("utf-8", "replace")
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="a pseudo-terminal is POSIX")
 def test_a_long_run_shows_progress_on_a_terminal_only(tmp_path):
     # a cold run over the fixture programs takes several seconds
     args = ["check", "--no-cache", "-j1", "--exit-zero", str(ROOT / "fixtures" / "programs")]
