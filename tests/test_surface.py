@@ -131,6 +131,10 @@ def test_output_file(project):
     assert [d["code"] for d in report["diagnostics"]] == ["SPMD101"]
     run(["check", "--output-file", "types.txt", "--show-types", "a.py"], project)
     assert "# y: " in (project / "types.txt").read_text()
+    (project / "taken").write_text("a file, not a folder")
+    bad = run(["check", "-o", "taken/report.txt", "a.py"], project)
+    assert bad.returncode == 2 and "--output-file taken/report.txt: cannot write it" in bad.stderr
+    assert "Traceback" not in bad.stderr and "SPMD000" not in bad.stderr
 
 
 def test_exclude_and_extend_exclude_on_the_command_line(project):

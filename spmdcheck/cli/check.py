@@ -74,8 +74,12 @@ def check(args: argparse.Namespace) -> int:
         print(f"spmdcheck: error: no Python files found under {', '.join(paths)}", file=sys.stderr)
         return EXIT_USAGE
     if args.show_types:
-        with output_stream(args) as out:
-            show_types(by_settings, run.stdin_text, args, out)
+        try:
+            with output_stream(args) as out:
+                show_types(by_settings, run.stdin_text, args, out)
+        except OutputFileError as exc:
+            print(f"spmdcheck: {exc}", file=sys.stderr)
+            return EXIT_USAGE
         return run.status
     results = []
     for settings, group in by_settings.items():
@@ -91,8 +95,16 @@ def check(args: argparse.Namespace) -> int:
     if args.fix and args.paths == ["-"] and not args.diff:
         # with `-` and --fix, stdout holds the fixed source (as ruff does), so the report goes to stderr
         return report(args, diags, len(files), stdin_text, run.status, sys.stderr)
-    with output_stream(args) as out:
-        return report(args, diags, len(files), stdin_text, run.status, out)
+    try:
+        with output_stream(args) as out:
+            return report(args, diags, len(files), stdin_text, run.status, out)
+    except OutputFileError as exc:
+        print(f"spmdcheck: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+class OutputFileError(Exception):
+    """The file of `-o/--output-file` cannot be written (a usage error, not a failure of the checker)."""
 
 
 @contextlib.contextmanager
@@ -102,8 +114,12 @@ def output_stream(args: argparse.Namespace) -> Iterator[TextIO]:
         yield sys.stdout
         return
     target = pathlib.Path(args.output_file)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with target.open("w", encoding="utf-8", newline="") as out:
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        out = target.open("w", encoding="utf-8", newline="")
+    except OSError as exc:
+        raise OutputFileError(f"--output-file {args.output_file}: cannot write it ({exc.strerror or exc})") from exc
+    with out:
         yield out
 
 
