@@ -340,7 +340,8 @@ def parse_override(text: str) -> dict:
 
 class ConfigResolver:
     """Which config governs each checked file: `--config PATH` for all, defaults with `--isolated`, else the
-    closest config file. A broken config is reported once and its files are checked with the defaults."""
+    closest config file. A broken config is recorded once in `errors` and its files get the defaults (the
+    command line then refuses to run, as ruff does; an editor keeps checking)."""
 
     def __init__(self, explicit: pathlib.Path | None = None, isolated: bool = False, overrides: dict | None = None):
         self.explicit = explicit
