@@ -106,8 +106,7 @@ def test_unknown_selector_in_config_exits_2_naming_file_and_key(tmp_path, table,
     proc = check_json(["a.py"], tmp_path)
     assert proc.returncode == 2
     assert str(tmp_path / "pyproject.toml") in proc.stderr and f"`{key}" in proc.stderr
-    # the run goes on with the defaults: every rule on (not every rule silently off)
-    assert codes(proc) == [("a.py", "SPMD101")]
+    assert proc.stdout == ""  # nothing is checked with other settings than the ones written (as ruff)
 
 
 def test_tool_not_a_table_is_spmd005_not_a_traceback(tmp_path):

@@ -138,7 +138,8 @@ def test_json_lines_and_concise(project):
     proc = run(["check", "--output-format", "concise", "."], project)
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("a.py:7:5: SPMD101 [partial-through-nonlinear] ")
-    assert len(lines) == 4 and lines[-1].startswith("Found 3 errors")
+    assert len(lines) == 5 and lines[-2].startswith("Found 3 errors")
+    assert lines[-1] == "No fixes available (3 hidden fixes can be enabled with the `--unsafe-fixes` option)."
     assert run(["check", "--output-format", "text", "a.py", "--color", "never"], project).stdout.startswith(
         "a.py:7:5: SPMD101"
     )
@@ -149,16 +150,19 @@ def test_order_is_deterministic_whatever_the_jobs(project):
         (project / f"m{i}.py").write_text(BUGGY if i % 2 else SECOND)
     outputs = {run(["check", "--output-format", "concise", "-j", str(j), "."], project).stdout for j in (1, 2, 4)}
     assert len(outputs) == 1
-    paths = [line.split(":")[0] for line in outputs.pop().splitlines()[:-1]]
+    paths = [line.split(":")[0] for line in outputs.pop().splitlines()[:-2]]  # then the summary and the fix hint
     assert paths == sorted(paths)
 
 
 def test_statistics(project):
     proc = run(["check", "--statistics", "."], project)
     assert proc.returncode == 1
-    assert proc.stdout.split() == ["3", "SPMD101", "partial-through-nonlinear", "[3", "fixable]"]
+    # SPMD101's fix inserts a collective (unsafe): fixable only with --unsafe-fixes, as ruff counts
+    assert proc.stdout.split() == ["3", "SPMD101", "partial-through-nonlinear"]
+    unsafe = run(["check", "--statistics", "--unsafe-fixes", "."], project)
+    assert unsafe.stdout.split() == ["3", "SPMD101", "partial-through-nonlinear", "[3", "fixable]"]
     stats = json.loads(run(["check", "--statistics", "--output-format", "json", "."], project).stdout)
-    assert stats == [{"code": "SPMD101", "name": "partial-through-nonlinear", "count": 3, "fixable": 3}]
+    assert stats == [{"code": "SPMD101", "name": "partial-through-nonlinear", "count": 3, "fixable": 0}]
     table = run(["check", "--statistics", "--color", "always", "."], project).stdout
     assert "\x1b[" in table and "partial-through-nonlinear" in table
 

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import pathlib
 import sys
-from typing import TYPE_CHECKING
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, TextIO
 
 from spmdcheck.cli.fix import add_noqa_comments, fix_files, fix_stdin, print_diff
+from spmdcheck.cli.notes import note, set_quiet
 from spmdcheck.cli.parser import EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE
+from spmdcheck.cli.progress import progress_for
 from spmdcheck.cli.project import (
     config_arguments,
     file_settings,
@@ -37,12 +41,13 @@ def check(args: argparse.Namespace) -> int:
     from spmdcheck.rules.cache import use_disk_cache
 
     defer_cycle_collection()  # this process ends with the run
+    set_quiet(args.quiet)
     use_disk_cache(not args.no_cache)  # --no-cache bypasses the stub registry's cache too
     paths = args.paths or ["."]
     if not _arguments_valid(args):
         return EXIT_USAGE
     try:
-        explicit, overrides = config_arguments(args.config)
+        explicit, overrides = config_arguments(args.config, args.exclude, args.extend_exclude)
     except ConfigError as exc:
         print(f"spmdcheck: SPMD005 config-error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -59,11 +64,22 @@ def check(args: argparse.Namespace) -> int:
     for f in files:
         cfg = resolver.for_path(pathlib.Path(f) if run.stdin_text is None else pathlib.Path(f).parent)
         by_settings.setdefault(file_settings(cfg, args, f), []).append(f)
-    for error in resolver.errors:
-        print(f"spmdcheck: SPMD005 config-error: {error}; checking with the default settings", file=sys.stderr)
-        run.status = EXIT_USAGE
+    if resolver.errors:  # as ruff: a broken config stops the run (its files would be checked with other rules)
+        for error in resolver.errors:
+            print(f"spmdcheck: SPMD005 config-error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    if not files and not run.status and not any(os.path.isfile(p) for p in paths):
+        # as mypy: folders that hold nothing to check are a mistake (a mistyped CI path), not a pass; a file
+        # named and excluded (pre-commit's staged files, with --force-exclude) is checked as nothing, as ruff
+        print(f"spmdcheck: error: no Python files found under {', '.join(paths)}", file=sys.stderr)
+        return EXIT_USAGE
     if args.show_types:
-        show_types(by_settings, run.stdin_text, args)
+        try:
+            with output_stream(args) as out:
+                show_types(by_settings, run.stdin_text, args, out)
+        except OutputFileError as exc:
+            print(f"spmdcheck: {exc}", file=sys.stderr)
+            return EXIT_USAGE
         return run.status
     results = []
     for settings, group in by_settings.items():
@@ -78,7 +94,35 @@ def check(args: argparse.Namespace) -> int:
         settings_of = {f: settings for settings, group in by_settings.items() for f in group}
         return print_diff(results, settings_of) if run.status == EXIT_CLEAN else EXIT_USAGE
     stdin_text = run.stdin_text if isinstance(run.stdin_text, str) else None
-    return report(args, diags, len(files), stdin_text, run.status)
+    if args.fix and args.paths == ["-"] and not args.diff:
+        # with `-` and --fix, stdout holds the fixed source (as ruff does), so the report goes to stderr
+        return report(args, diags, len(files), stdin_text, run.status, sys.stderr)
+    try:
+        with output_stream(args) as out:
+            return report(args, diags, len(files), stdin_text, run.status, out)
+    except OutputFileError as exc:
+        print(f"spmdcheck: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+class OutputFileError(Exception):
+    """The file of `-o/--output-file` cannot be written (a usage error, not a failure of the checker)."""
+
+
+@contextlib.contextmanager
+def output_stream(args: argparse.Namespace) -> Iterator[TextIO]:
+    """Where the report goes: stdout, or the file of `-o/--output-file` (its folders made, as ruff does)."""
+    if not args.output_file:
+        yield sys.stdout
+        return
+    target = pathlib.Path(args.output_file)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        out = target.open("w", encoding="utf-8", newline="")
+    except OSError as exc:
+        raise OutputFileError(f"--output-file {args.output_file}: cannot write it ({exc.strerror or exc})") from exc
+    with out:
+        yield out
 
 
 def _arguments_valid(args: argparse.Namespace) -> bool:
@@ -176,7 +220,9 @@ class _CheckRun:
                 context = project_context(group, settings, self.resolver, args, self.primary, walked)
             focus = frozenset(group) if context else None
             jobs = self._jobs()
-            group_results = named(run_check(group + context, settings, registry, jobs, store, focus), group)
+            with progress_for(self.args, len(group) + len(context)) as progress:  # erased before anything else
+                checked = run_check(group + context, settings, registry, jobs, store, focus, progress=progress)
+            group_results = named(checked, group)
             if store is not None:
                 store.save()
         if registry is None and (args.diff or args.add_noqa or args.fix):
@@ -242,8 +288,10 @@ def open_cache(args: argparse.Namespace, root: pathlib.Path, settings: Settings)
     return cache.ResultCache.open(directory, cache.run_key(settings, stub_dirs))
 
 
-def show_types(by_settings: dict, stdin_text: str | None, args: argparse.Namespace) -> None:
-    """`check --show-types`: each settings group analysed as one program, printed in file order."""
+def show_types(by_settings: dict, stdin_text: str | None, args: argparse.Namespace, out: TextIO) -> None:
+    """`check --show-types`: each settings group analysed as one program, printed in file order. Files
+    of one module name (`a.py` and `sub/a.py`, neither in a package) are analysed in separate programs,
+    as a check analyses them: one program holds one module of each name."""
     from spmdcheck.engine.typeinfo import infer_files, infer_source
     from spmdcheck.report import use_color
     from spmdcheck.report.types_report import write_types_json, write_types_text
@@ -255,21 +303,39 @@ def show_types(by_settings: dict, stdin_text: str | None, args: argparse.Namespa
         if stdin_text is not None:
             typed.append(infer_source(stdin_text, group[0], settings, registry))
         else:
-            typed += infer_files(group, settings, registry)
+            for program in programs_by_module_name(group):
+                typed += infer_files(program, settings, registry)
     typed.sort(key=lambda t: t.path)
     if args.output_format == "json":
-        write_types_json(typed, sys.stdout)
+        write_types_json(typed, out)
     else:
-        write_types_text(typed, sys.stdout, use_color(args.color, sys.stdout))
+        write_types_text(typed, out, use_color(args.color, out))
 
 
-def report(args: argparse.Namespace, diags: list, files: int, stdin_text: str | None, status: int) -> int:
+def programs_by_module_name(files: list[str]) -> list[list[str]]:
+    """`files` split so that no two files of one list have the same module name (the first file of each
+    name in the first list, the next in the second, ...), in their given order."""
+    from spmdcheck.program.graph import module_name_for
+
+    programs: list[list[str]] = []
+    seen: dict[str, int] = {}  # module name -> how many lists hold one of that name already
+    for f in files:
+        name = module_name_for(f, os.path.exists).name
+        index = seen.get(name, 0)
+        seen[name] = index + 1
+        if index == len(programs):
+            programs.append([])
+        programs[index].append(f)
+    return programs
+
+
+def report(
+    args: argparse.Namespace, diags: list, files: int, stdin_text: str | None, status: int, out: TextIO
+) -> int:
     from spmdcheck.report import ReportContext, use_color, write_report
     from spmdcheck.report.sources import SourceLines
 
     sources = SourceLines({args.stdin_filename or "<stdin>": stdin_text} if stdin_text is not None else None)
-    # with `-` and --fix, stdout holds the fixed source (as ruff does), so the report goes to stderr
-    out = sys.stderr if args.fix and args.paths == ["-"] and not args.diff else sys.stdout
     if args.write_baseline:
         from spmdcheck.report.baseline import BaselineError, write_baseline
 
@@ -278,7 +344,7 @@ def report(args: argparse.Namespace, diags: list, files: int, stdin_text: str | 
         except BaselineError as exc:
             print(f"spmdcheck: {exc}", file=sys.stderr)
             return EXIT_USAGE
-        print(f"spmdcheck: wrote {count} finding(s) to the baseline {args.write_baseline}", file=sys.stderr)
+        note(f"wrote {count} finding(s) to the baseline {args.write_baseline}")
         return status
     if args.baseline:
         from spmdcheck.report.baseline import BaselineError, new_findings, read_baseline
@@ -291,14 +357,16 @@ def report(args: argparse.Namespace, diags: list, files: int, stdin_text: str | 
         before = len(diags)
         diags = new_findings(diags, accepted, pathlib.Path(args.baseline), sources)
         if before != len(diags):
-            print(f"spmdcheck: {before - len(diags)} finding(s) in the baseline not shown", file=sys.stderr)
+            note(f"{before - len(diags)} finding(s) in the baseline not shown")
     color = use_color(args.color, out)
     if args.statistics:
         from spmdcheck.report.statistics import write_statistics
 
-        write_statistics(diags, args.output_format, color, out)
+        write_statistics(diags, args.output_format, color, out, args.unsafe_fixes)
     else:
-        context = ReportContext(files, color, sources, incomplete=status == EXIT_USAGE)
+        context = ReportContext(
+            files, color, sources, incomplete=status == EXIT_USAGE, quiet=args.quiet, unsafe_fixes=args.unsafe_fixes
+        )
         write_report(args.output_format, diags, context, out)
     # a checker failure or a configuration error (config file, header comment, stub) is not a finding
     if status == EXIT_USAGE or any(d.code in ("SPMD000", "SPMD005") for d in diags):

@@ -6,6 +6,7 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
+from spmdcheck.cli.notes import note
 from spmdcheck.cli.parser import EXIT_CLEAN, EXIT_FINDINGS
 from spmdcheck.cli.project import run_uncached
 from spmdcheck.settings import FileResult
@@ -38,7 +39,7 @@ def print_diff(results: list[FileResult], settings_of: dict[str, Settings]) -> i
         diff, count = fix_diff(r.path, r.diagnostics, check, display_path(r.path).replace(os.sep, "/"))
         sys.stdout.write(diff)
         total += count
-    print(f"spmdcheck: would apply {total} fix(es)" if total else "spmdcheck: no fixes to apply", file=sys.stderr)
+    note(f"would apply {total} fix(es)" if total else "no fixes to apply")
     return EXIT_FINDINGS if total else EXIT_CLEAN
 
 
@@ -53,7 +54,7 @@ def add_noqa_comments(results: list[FileResult]) -> None:
         if error:
             print(f"spmdcheck: {r.path}: {error}", file=sys.stderr)
         added += changed
-    print(f"spmdcheck: added noqa comments to {added} line(s)", file=sys.stderr)
+    note(f"added noqa comments to {added} line(s)")
 
 
 def fix_files(
@@ -77,10 +78,9 @@ def fix_files(
 
     held_back = sum(len(fixable(r.diagnostics, True)) - len(fixable(r.diagnostics, False)) for r in results)
     if held_back and not unsafe:
-        print(
-            f"spmdcheck: {held_back} fix(es) available with --fix --unsafe-fixes (they insert collectives, "
-            f"which changes what the program computes: review them, e.g. with --diff)",
-            file=sys.stderr,
+        note(
+            f"{held_back} fix(es) available with --fix --unsafe-fixes (they insert collectives, "
+            f"which changes what the program computes: review them, e.g. with --diff)"
         )
     applied: dict[str, int] = {}
     failed: set[str] = set()
@@ -115,7 +115,7 @@ def fix_files(
     if applied:
         results = run_uncached(files, settings, registry, jobs, context)
     for path, count in sorted(applied.items()):
-        print(f"spmdcheck: {printable(path)}: applied {count} fix(es)", file=sys.stderr)
+        note(f"{printable(path)}: applied {count} fix(es)")
     return results, len(failed)
 
 
@@ -136,7 +136,7 @@ def fix_stdin(
 
     held_back = len(fixable(result.diagnostics, True)) - len(fixable(result.diagnostics, False))
     if held_back and not unsafe:
-        print(f"spmdcheck: {held_back} fix(es) available with --fix --unsafe-fixes", file=sys.stderr)
+        note(f"{held_back} fix(es) available with --fix --unsafe-fixes")
     fixed, applied = (
         fix_in_memory(source.text, check, unsafe, newline=source.newline)
         if fixable(result.diagnostics, unsafe)
@@ -151,5 +151,5 @@ def fix_stdin(
     sys.stdout.flush()
     if not applied:
         return result
-    print(f"spmdcheck: {result.path}: applied {applied} fix(es)", file=sys.stderr)
+    note(f"{result.path}: applied {applied} fix(es)")
     return FileResult(result.path, check(fixed))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from spmdcheck import __version__
 from spmdcheck.report import ALIASES, FORMATS
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2  # nothing found; diagnostics found; usage or configuration error
@@ -11,6 +12,7 @@ EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2  # nothing found; diagnostics fo
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="spmdcheck", description="Static SPMD type checker for rank-local PyTorch code.")
+    ap.add_argument("-V", "--version", action="version", version=f"spmdcheck {__version__}")
     sub = ap.add_subparsers(dest="command")
     check = sub.add_parser("check", help="check files and folders (default: .)")
     add_check_arguments(check)
@@ -33,6 +35,14 @@ def build_parser() -> argparse.ArgumentParser:
     rules = sub.add_parser("rules", help="list every diagnostic code")
     rules.add_argument("--output-format", choices=("text", "json"), default="text")
     return ap
+
+
+def subcommand_parser(ap: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser | None:
+    """The parser of the command `name` (`check`, `rule`, ...), to report its own usage errors."""
+    for action in ap._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return action.choices.get(name)
+    return None
 
 
 def add_check_arguments(check: argparse.ArgumentParser) -> None:
@@ -84,15 +94,40 @@ def add_check_arguments(check: argparse.ArgumentParser) -> None:
         help="neither read nor write any cache: the result cache (.spmdcheck_cache/) nor the stub registry's",
     )
     config.add_argument(
+        "--exclude",
+        metavar="PATTERNS",
+        default=None,
+        help="comma-separated paths or globs to leave out, replacing the config's `exclude` (as ruff's)",
+    )
+    config.add_argument(
+        "--extend-exclude",
+        metavar="PATTERNS",
+        default=None,
+        help="comma-separated paths or globs to leave out, added to the config's `exclude`",
+    )
+    config.add_argument(
         "--force-exclude", action="store_true", help="apply excludes to files named on the command line"
     )
 
-    output = check.add_argument_group("output")
+    _add_output_arguments(check.add_argument_group("output"))
+    _add_fix_arguments(check.add_argument_group("fixes and adoption"))
+
+
+def _add_output_arguments(output: argparse._ArgumentGroup) -> None:
     output.add_argument(
         "--output-format",
         choices=(*FORMATS, *ALIASES),
         default="full",
         help="full (default; `text` is an alias), concise, json, json-lines, sarif, github, gitlab, junit",
+    )
+    output.add_argument(
+        "-o", "--output-file", metavar="FILE", default=None, help="write the report to FILE instead of stdout"
+    )
+    output.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="print the findings only: no summary line, no progress, no notes on stderr (errors still are)",
     )
     output.add_argument("--statistics", action="store_true", help="print how many findings of each code, only")
     output.add_argument(
@@ -105,11 +140,18 @@ def add_check_arguments(check: argparse.ArgumentParser) -> None:
     output.add_argument("--exit-zero", action="store_true", help="exit 0 even when diagnostics are found")
     output.add_argument("--stdin-filename", default=None, help="with the path `-`: the name to report for stdin")
 
-    fixing = check.add_argument_group("fixes and adoption")
+
+
+def _add_fix_arguments(fixing: argparse._ArgumentGroup) -> None:
     fixing.add_argument(
         "--fix", action="store_true", help="apply safe fixes (removing unused suppressions); see --unsafe-fixes"
     )
-    fixing.add_argument("--unsafe-fixes", action="store_true", help="with --fix: also insert the suggested collectives")
+    fixing.add_argument(
+        "--unsafe-fixes",
+        action="store_true",
+        help="with --fix: also insert the suggested collectives; alone: count them as fixable in the report "
+        "(--diff always shows them)",
+    )
     fixing.add_argument(
         "--diff", action="store_true", help="print every fix as a unified diff, write nothing (exit 1 if any)"
     )

@@ -22,9 +22,12 @@ def split_list(value: str | None) -> tuple[str, ...]:
     return tuple(v.strip() for v in value.split(",") if v.strip()) if value else ()
 
 
-def config_arguments(values: list[str]) -> tuple[pathlib.Path | None, dict]:
-    """`--config` values: at most one existing file, the rest `key = value` overrides (as ruff decides)."""
-    from spmdcheck.config.resolve import ConfigError, merge, parse_override
+def config_arguments(
+    values: list[str], exclude: str | None = None, extend_exclude: str | None = None
+) -> tuple[pathlib.Path | None, dict]:
+    """`--config` values: at most one existing file, the rest `key = value` overrides (as ruff decides);
+    `--exclude` and `--extend-exclude` are overrides of those keys (globs relative to the working folder)."""
+    from spmdcheck.config.resolve import ConfigError, merge, normalise_table, parse_override
 
     explicit: pathlib.Path | None = None
     overrides: dict = {}
@@ -37,6 +40,10 @@ def config_arguments(values: list[str]) -> tuple[pathlib.Path | None, dict]:
             raise ConfigError(f"--config {value}: no such config file")
         else:
             overrides = merge(overrides, parse_override(value))
+    for key, patterns in (("exclude", exclude), ("extend-exclude", extend_exclude)):
+        if patterns is not None:
+            table = normalise_table({key: list(split_list(patterns))}, f"--{key}", pathlib.Path.cwd())
+            overrides = merge(overrides, table)
     return explicit, overrides
 
 

@@ -211,9 +211,7 @@ def normalise_table(table: dict, where: str, base: pathlib.Path) -> dict:
         key = canonical_key(raw_key)
         want = KNOWN_KEYS.get(key)
         if want is None:
-            raise ConfigError(
-                f"{where}: unknown key {raw_key!r} in [tool.spmdcheck] (known: {', '.join(sorted(KNOWN_KEYS))})"
-            )
+            raise ConfigError(f"{where}: unknown key {raw_key!r} in [tool.spmdcheck]{_did_you_mean(key)}")
         if key in out:
             raise ConfigError(f"{where}: `{key}` is given twice (kebab-case and snake_case)")
         if key in (helper_stubs.GROUP_HELPERS, helper_stubs.MESH_SETTERS):
@@ -253,6 +251,16 @@ def normalise_table(table: dict, where: str, base: pathlib.Path) -> dict:
             value = (base / value).resolve()
         out[key] = value
     return out
+
+
+def _did_you_mean(key: str) -> str:
+    """` (did you mean `mesh`?)` for a misspelt key, else the list of the known keys."""
+    import difflib
+
+    close = difflib.get_close_matches(key, list(KNOWN_KEYS), n=1, cutoff=0.6)
+    if close:
+        return f" (did you mean `{close[0]}`?)"
+    return f" (known: {', '.join(sorted(KNOWN_KEYS))})"
 
 
 def merge(lower: dict, higher: dict) -> dict:
@@ -332,7 +340,8 @@ def parse_override(text: str) -> dict:
 
 class ConfigResolver:
     """Which config governs each checked file: `--config PATH` for all, defaults with `--isolated`, else the
-    closest config file. A broken config is reported once and its files are checked with the defaults."""
+    closest config file. A broken config is recorded once in `errors` and its files get the defaults (the
+    command line then refuses to run, as ruff does; an editor keeps checking)."""
 
     def __init__(self, explicit: pathlib.Path | None = None, isolated: bool = False, overrides: dict | None = None):
         self.explicit = explicit

@@ -131,10 +131,14 @@ class LazyPool:
         return pending.get()
 
     def run_programs(
-        self, programs: list[list[LoadedFile]], plans: dict[int, Selective | None] | None = None
+        self,
+        programs: list[list[LoadedFile]],
+        plans: dict[int, Selective | None] | None = None,
+        on_done: Callable[[int], None] | None = None,
     ) -> Iterator[tuple[list[LoadedFile], list[FileResult], dict | None]]:
         """(program, results, record) for each program; `plans` (with a cache): record each program's run,
-        selectively where a plan is given (see `check_program_recorded`)."""
+        selectively where a plan is given (see `check_program_recorded`). `on_done(files)` as each program
+        finishes (the command line's progress)."""
         if not programs:
             return
         recorded = plans is not None
@@ -143,6 +147,8 @@ class LazyPool:
             for program in programs:
                 task = ProgramTask(0, program, recorded, plans.get(id(program)))
                 outcome = _run_task(task, self.settings, self.registry)
+                if on_done is not None:
+                    on_done(len(outcome.results))
                 yield program, outcome.results, outcome.record
             return
         _import_analysis()
@@ -153,6 +159,7 @@ class LazyPool:
         # Big programs first; a worker that crashes or hangs costs its program (SPMD000), never the run.
         programs = sorted(programs, key=lambda p: -sum(len(f.text) for f in p))
         tasks = [ProgramTask(i, p, recorded, plans.get(id(p))) for i, p in enumerate(programs)]
-        done = run_isolated(tasks, _check_program_in_worker, _program_failed, self.jobs, _program_budget)
+        seen = (lambda outcome: on_done(len(outcome.results))) if on_done is not None else None
+        done = run_isolated(tasks, _check_program_in_worker, _program_failed, self.jobs, _program_budget, seen)
         for outcome in done:
             yield programs[outcome.index], outcome.results, outcome.record

@@ -547,9 +547,14 @@ def _diagnostic_shape(d: object) -> bool:
     name, a severity that exists, strings, and suggestions of the same kind."""
     from spmdcheck.diagnostics.codes import CODES
 
-    if not (isinstance(d, list) and len(d) == 9):
+    if not (isinstance(d, list) and len(d) in (9, 10)):
         return False
-    line, column, end_line, end_column, code, name, severity, message, suggestions = d
+    line, column, end_line, end_column, code, name, severity, message, suggestions, *chain = d
+    if chain and not isinstance(chain[0], list):
+        return False
+    for site in chain[0] if chain else ():  # the call chain: [path, line] pairs
+        if not (isinstance(site, list) and len(site) == 2 and isinstance(site[0], str) and _position(site[1])):
+            return False
     if not all(_position(i) for i in (line, column, end_line, end_column)) or not isinstance(message, str):
         return False
     info = CODES.get(code) if isinstance(code, str) else None
@@ -558,7 +563,9 @@ def _diagnostic_shape(d: object) -> bool:
     if not isinstance(suggestions, list):
         return False
     for s in suggestions:
-        if not (isinstance(s, list) and len(s) == 3 and isinstance(s[0], str) and isinstance(s[1], str)):
+        if not (isinstance(s, list) and len(s) in (3, 4) and isinstance(s[0], str) and isinstance(s[1], str)):
+            return False
+        if len(s) == 4 and not isinstance(s[3], bool):  # safe: a fix --fix applies without --unsafe-fixes
             return False
         span = s[2]
         if span is not None and not (isinstance(span, list) and len(span) == 4 and all(_position(i) for i in span)):
@@ -577,7 +584,8 @@ def to_plain(diags: list[Diagnostic]) -> list[list[Any]]:
             d.name,
             d.severity,
             d.message,
-            [[s.message, s.replacement, list(s.span) if s.span is not None else None] for s in d.suggestions],
+            [[s.message, s.replacement, list(s.span) if s.span is not None else None, s.safe] for s in d.suggestions],
+            [list(site) for site in d.chain],
         ]
         for d in diags
     ]
@@ -597,7 +605,8 @@ def from_plain(path: str, plain: list[list[Any]]) -> list[Diagnostic]:
             name,
             severity,
             message,
-            [SuggestionOut(m, r, tuple(span) if span is not None else None) for m, r, span in suggestions],
+            [SuggestionOut(m, r, tuple(span) if span else None, *safe) for m, r, span, *safe in suggestions],
+            chain=tuple((site[0], site[1]) for site in chain[0]) if chain else (),
         )
-        for line, column, end_line, end_column, code, name, severity, message, suggestions in plain
+        for line, column, end_line, end_column, code, name, severity, message, suggestions, *chain in plain
     ]

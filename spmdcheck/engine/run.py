@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from spmdcheck.engine.plan import LoadedFile, plan_programs, program_graph
@@ -25,11 +26,13 @@ def run_check(
     jobs: int,
     result_cache: ResultCache | None = None,
     focus: frozenset[str] | None = None,
+    progress: Callable[[str, int], None] | None = None,
 ) -> list[FileResult]:
     """The command line's run: the pre-pass, then each program (a connected part of the import graph)
     on a pool of `jobs` processes; with a `cache.ResultCache`, unchanged programs are not analysed
     again and an unchanged tree is answered from the cache alone. With a `focus` (see
-    `plan_programs`), only the programs that can reach a focus file are analysed."""
+    `plan_programs`), only the programs that can reach a focus file are analysed. `progress(event, files)`
+    hears `planned`, `parsed` (read and scanned) and `analysed` (more files done: cached, skipped, analysed)."""
     from spmdcheck.engine import result_cache as caching
 
     store = result_cache
@@ -47,6 +50,8 @@ def run_check(
             return [
                 FileResult(f, caching.from_plain(f, store.results[f][1]), skipped=store.results[f][0]) for f in files
             ]
+    if progress is not None:
+        progress("planned", len(files))
     jobs = max(1, min(jobs or (os.cpu_count() or 1), len(files)))
     with LazyPool(jobs if len(files) >= 8 else 1, settings, registry) as pool:
         scans = plans = None
@@ -80,6 +85,9 @@ def run_check(
                     todo.append(program)
                 continue
             todo.append(program)
+        if progress is not None:
+            progress("parsed", len(files))
+            progress("analysed", len(done))  # the skipped files, and the programs the cache answered
         # Big programs first, so one large program does not end the run alone on one core.
         todo.sort(key=lambda p: -sum(len(f.blanked or f.text) for f in p))
         plans: dict[int, Selective | None] = {}
@@ -88,7 +96,8 @@ def run_check(
             for program in todo:
                 if id(program) in keys:
                     shapes[id(program)], plans[id(program)] = _selective_plan(program, store, hashes)
-        for program, results, record in pool.run_programs(todo, plans if store is not None else None):
+        done_files = (lambda n: progress("analysed", n)) if progress is not None else None
+        for program, results, record in pool.run_programs(todo, plans if store is not None else None, done_files):
             done += results
             if record is not None and id(program) in shapes:
                 store.store_record(shapes[id(program)], record)

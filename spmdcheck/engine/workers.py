@@ -74,10 +74,12 @@ def run_isolated(
     on_failure: Callable[[T, str], R],
     jobs: int,
     budget: Callable[[T], float],
+    on_result: Callable[[R], None] | None = None,
 ) -> list[R]:
     """`work(task)` for every task on `jobs` forked workers; the results in completion order.
 
     A task whose worker dies, raises, or runs longer than `budget(task)` seconds gives `on_failure(task, why)`.
+    `on_result` sees each result as it comes (the command line's progress).
     """
     global _TASKS, _WORK
     ctx = mp.get_context("fork")
@@ -116,6 +118,9 @@ def run_isolated(
                     continue
                 if failure is not None:
                     results.append(on_failure(task, failure))
+                if on_result is not None:
+                    on_result(results[-1])
+                if failure is not None:
                     if not w.process.is_alive() or "time budget" in failure or "died" in failure:
                         w.stop(kill=True)
                         w = workers[i] = _Worker(ctx)

@@ -57,6 +57,15 @@ class Screened:
     failure: tuple[str, int, int] | None = None
 
 
+def null_byte_failure(text: str) -> tuple[str, int, int]:
+    """A text with a NUL character (a binary file, or one saved in UTF-16), which Python refuses to compile:
+    one message at the first NUL (message, line, column), not the bytes."""
+    at = text.index("\0")
+    line = text.count("\n", 0, at) + 1
+    column = at - (text.rfind("\n", 0, at) + 1) + 1
+    return "the file contains a null byte (a binary file, or not UTF-8 text?)", line, column
+
+
 def screen(text: str) -> Screened:
     """Check with CPython's parser that libcst can be given `text` (see the module docstring)."""
     try:
@@ -74,7 +83,7 @@ def screen(text: str) -> Screened:
         _, line = _bracket_depth(text)
         return Screened(text, failure=("the file is nested too deeply for Python's own parser", line, 1))
     except ValueError as exc:  # null bytes
-        return Screened(text, failure=(str(exc), 1, 1))
+        return Screened(text, failure=null_byte_failure(text) if "\0" in text else (str(exc), 1, 1))
     deep = _too_deep(tree)
     if not deep:
         return Screened(text)

@@ -10,7 +10,7 @@ import stat
 import tokenize
 from dataclasses import dataclass
 
-from spmdcheck.frontend.guard import DeepExpression, Screened, quiet_ast_parse, screen
+from spmdcheck.frontend.guard import DeepExpression, Screened, null_byte_failure, quiet_ast_parse, screen
 from spmdcheck.frontend.lazy_libcst import cst  # imported on first use
 
 # Types only enter a program through these spellings: annotations and the spmd_types API, Megatron
@@ -59,9 +59,16 @@ def syntax_error(data: bytes) -> ParseFailure | None:
         quiet_ast_parse(data)
     except SyntaxError as exc:
         return ParseFailure(exc.msg, exc.lineno or 1, exc.offset or 1)
-    except (ValueError, RecursionError) as exc:
+    except ValueError as exc:
+        return null_byte(data.decode("utf-8", "replace")) if b"\0" in data else ParseFailure(str(exc), 1, 1)
+    except RecursionError as exc:
         return ParseFailure(str(exc), 1, 1)
     return None
+
+
+def null_byte(text: str) -> ParseFailure:
+    """`guard.null_byte_failure`: a binary file is one line at its first NUL."""
+    return ParseFailure(*null_byte_failure(text))
 
 
 @dataclass
@@ -106,14 +113,17 @@ def parse_screened(text: str, shallow: bool = False) -> tuple[cst.Module | Parse
         with _Unvalidated():
             return cst.parse_module(screened.text), screened.deep
     except cst.ParserSyntaxError as exc:
-        # libcst's raw_line can point one line past the error; CPython's parser knows the line
-        line, column = exc.raw_line, exc.raw_column + 1
+        # Python's own message and position, as `python` would report the file: libcst's message is its
+        # parser's token list ("expected one of !=, %, &, ..."), and its raw_line can be one line past the error
+        message, line, column = exc.message, exc.raw_line, exc.raw_column + 1
+        if "\0" in text:
+            return null_byte(text), []
         try:
             quiet_ast_parse(text)
         except SyntaxError as py_exc:
-            line, column = py_exc.lineno or line, py_exc.offset or column
+            message, line, column = py_exc.msg, py_exc.lineno or line, py_exc.offset or column
         except (ValueError, RecursionError, MemoryError):
             pass
-        return ParseFailure(exc.message, line, column), []
+        return ParseFailure(message, line, column), []
     except (RecursionError, ValueError, MemoryError) as exc:  # pathological input: still a diagnostic, not a crash
         return ParseFailure(f"{type(exc).__name__}: {str(exc)[:200]}", 1, 1), []

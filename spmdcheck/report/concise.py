@@ -1,11 +1,11 @@
-"""`concise`: one line per finding, `path:line:col: CODE [name] message`, then the summary."""
+"""`concise`: one line per finding, `path:line:col: CODE [name] severity: message`, then the summary."""
 
 from __future__ import annotations
 
 from typing import TextIO
 
 from spmdcheck.diagnostics.render import Diagnostic
-from spmdcheck.report import ReportContext, display_path, summary_line
+from spmdcheck.report import ReportContext, closing_lines, display_path
 from spmdcheck.report.printable import printable
 
 _STYLE = {"error": "\x1b[1;31m", "warning": "\x1b[1;33m", "note": "\x1b[1;36m"}
@@ -22,5 +22,6 @@ def write(diags: list[Diagnostic], context: ReportContext, out: TextIO) -> None:
         code = d.code
         if context.color:
             where, code = f"{_BOLD}{where}{_RESET}", f"{_STYLE.get(d.severity, '')}{code}{_RESET}"
-        out.write(f"{where} {code} [{d.name}] {printable(_one_line(d.message))}\n")
-    out.write(summary_line(diags, context.files, context.incomplete) + "\n")
+        out.write(f"{where} {code} [{d.name}] {d.severity}: {printable(_one_line(d.message))}\n")
+    for line in closing_lines(diags, context):
+        out.write(line + "\n")

@@ -1,7 +1,8 @@
 """`github`: GitHub Actions workflow commands, one `::error`/`::warning` annotation per finding.
 
 GitHub shows only the first 10 annotations of each type per step in the
-pull-request view (the rest are in the log); upload SARIF for the full list.
+pull-request view (the rest are in the log); upload SARIF for the full list. Paths are relative to the
+repository's checkout (`GITHUB_WORKSPACE`), as the annotations need, also when the check runs in a subfolder.
 """
 
 from __future__ import annotations
@@ -9,7 +10,8 @@ from __future__ import annotations
 from typing import TextIO
 
 from spmdcheck.diagnostics.render import Diagnostic
-from spmdcheck.report import ReportContext, display_path
+from spmdcheck.report import ReportContext, ci_root
+from spmdcheck.report.fingerprint import relative_posix
 from spmdcheck.report.printable import printable
 
 
@@ -24,10 +26,11 @@ def escape_property(text: str) -> str:
 
 
 def write(diags: list[Diagnostic], context: ReportContext, out: TextIO) -> None:
+    root = ci_root("GITHUB_WORKSPACE")
     for d in diags:
         level = {"error": "error", "note": "notice"}.get(d.severity, "warning")
         props = {
-            "file": printable(display_path(d.path).replace("\\", "/")),
+            "file": printable(relative_posix(d.path, root)),
             "line": str(d.line),
             "col": str(d.column),
             "endLine": str(d.end_line),

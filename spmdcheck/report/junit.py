@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import xml.etree.ElementTree as ET
+from collections import Counter
 from typing import TextIO
 
 from spmdcheck.diagnostics.render import Diagnostic
@@ -28,10 +29,14 @@ def write(diags: list[Diagnostic], context: ReportContext, out: TextIO) -> None:
         suite = ET.SubElement(
             root, "testsuite", name=shown, tests=str(len(found)), failures=str(len(found)), errors="0"
         )
+        names: Counter[str] = Counter()
         for d in found:
-            case = ET.SubElement(
-                suite, "testcase", name=f"{d.code} {d.name}", classname=shown, file=shown, line=str(d.line)
-            )
+            # a test's name is its identity in CI dashboards: two findings of one file never share one
+            name = f"{d.code} {d.name} at {d.line}:{d.column}"
+            names[name] += 1
+            if names[name] > 1:
+                name += f" ({names[name]})"
+            case = ET.SubElement(suite, "testcase", name=name, classname=shown, file=shown, line=str(d.line))
             message = printable(d.message)
             failure = ET.SubElement(case, "failure", message=message, type=d.code)
             failure.text = f"{shown}:{d.line}:{d.column}: {d.code} [{d.name}] {message}"

@@ -8,11 +8,13 @@ from typing import TextIO
 
 from spmdcheck.diagnostics.codes import CODES
 from spmdcheck.diagnostics.render import Diagnostic
+from spmdcheck.report import fix_of
 
 
-def rows(diags: list[Diagnostic]) -> list[dict]:
+def rows(diags: list[Diagnostic], unsafe: bool = False) -> list[dict]:
+    """Each code's count, and how many of them `--fix` fixes (unsafe fixes only with `--unsafe-fixes`, as ruff)."""
     counts = Counter(d.code for d in diags)
-    fixable = Counter(d.code for d in diags if any(s.span is not None for s in d.suggestions))
+    fixable = Counter(d.code for d in diags if fix_of(d, unsafe))
     # most frequent first; ties by code, so the order is deterministic
     return [
         {"code": code, "name": CODES[code].name, "count": n, "fixable": fixable[code]}
@@ -20,8 +22,8 @@ def rows(diags: list[Diagnostic]) -> list[dict]:
     ]
 
 
-def write_statistics(diags: list[Diagnostic], fmt: str, color: bool, out: TextIO) -> None:
-    table = rows(diags)
+def write_statistics(diags: list[Diagnostic], fmt: str, color: bool, out: TextIO, unsafe: bool = False) -> None:
+    table = rows(diags, unsafe)
     if fmt in ("json", "json-lines"):
         json.dump(table, out, indent=2)
         out.write("\n")
