@@ -9,7 +9,7 @@ import operator
 
 import libcst as cst
 
-from spmdcheck.analysis import configs, contracts, layouts, spmd_api, transfer
+from spmdcheck.analysis import configs, contracts, layouts, objects, spmd_api, transfer
 from spmdcheck.analysis.binding import Arg, bind
 from spmdcheck.analysis.findings import Finding
 from spmdcheck.analysis.frames import Engine
@@ -79,7 +79,8 @@ def dispatch(interp: Engine, func: Value, args: list[Arg], node: cst.Call) -> Va
                 rule = default_tensor_rule(qual, False)
                 rule.params = (Param("args", ParamRole.TENSOR, True, False, variadic=True),)
             else:
-                return UNKNOWN  # gradual typing: an unknown callee checks nothing
+                known = objects.call_library(interp, qual, args, node, dispatch)  # dataclasses, partial, ...
+                return known if known is not None else UNKNOWN  # gradual typing: an unknown callee checks nothing
         return apply_rule(interp, rule, args, node)
     if (
         isinstance(func, BoundMethod)
@@ -115,6 +116,8 @@ def dispatch(interp: Engine, func: Value, args: list[Arg], node: cst.Call) -> Va
         return _trusted_forward(interp, func, args, node)
     if isinstance(func, ClassValue):
         return instantiate(interp, func, args, node)
+    if isinstance(func, objects.PartialValue):
+        return objects.call_partial(interp, func, args, node, dispatch)
     if isinstance(func, Chain) and len(args) == 1:
         value = args[0]
         for module in func.items:
@@ -134,6 +137,8 @@ def dispatch(interp: Engine, func: Value, args: list[Arg], node: cst.Call) -> Va
             return SuperValue(owner, receiver)
     if isinstance(func, BuiltinValue) and func.name == "isinstance" and len(args) == 2:
         return _isinstance(interp, args[0][1], args[1][1])
+    if isinstance(func, BuiltinValue) and func.name == "dict":
+        return objects.call_dict(interp, args, node)
     if isinstance(func, BuiltinValue) and func.name in ("tuple", "list") and len(args) == 1 and args[0][0] is None:
         items = args[0][1]
         if isinstance(items, Seq):
@@ -225,8 +230,11 @@ def _dict_view(d: DictValue, view: str) -> Value:
 
 def instantiate(interp: Engine, cls: ClassValue, args: list[Arg], node: cst.Call) -> Value:
     """`Cls(...)`: a new object, its `__init__` run with the call's arguments."""
-    obj = InstanceValue(cls)
     contracts.attach_from_call(interp, cls, args)
+    fields = objects.dataclass_fields(cls)
+    if fields is not None:  # a dataclass's generated `__init__`
+        return objects.build_dataclass(interp, cls, fields, args, node, dispatch)
+    obj = InstanceValue(cls)
     init = cls.lookup("__init__")
     if isinstance(init, FunctionValue):
         call_function(interp, init, args, node, receiver=obj)

@@ -99,6 +99,7 @@ _BUILTINS: dict[str, Value] = {
     "isinstance": BuiltinValue("isinstance"),
     "tuple": BuiltinValue("tuple"),
     "list": BuiltinValue("list"),
+    "dict": BuiltinValue("dict"),
     **{name: BuiltinValue(name) for name in dispatch.RANK_PRESERVING_BUILTINS},
 }
 _ABSENT = object()  # a lookup's "no such name"
