@@ -56,7 +56,9 @@ class PartialValue(Value):
 
 
 def _namespace_class() -> ClassValue:
-    node = cst.ClassDef(name=cst.Name("SimpleNamespace"), body=cst.IndentedBlock([cst.SimpleStatementLine([cst.Pass()])]))
+    node = cst.ClassDef(
+        name=cst.Name("SimpleNamespace"), body=cst.IndentedBlock([cst.SimpleStatementLine([cst.Pass()])])
+    )
     return ClassValue("SimpleNamespace", node, None, (), {}, {})
 
 
@@ -249,7 +251,9 @@ def _all_expanded(interp: Engine, args: list[Arg], node: cst.Call) -> bool:
         if arg.star != "**":
             continue
         if isinstance(arg.value, cst.Dict):
-            if not all(isinstance(e, cst.DictElement) and isinstance(e.key, cst.SimpleString) for e in arg.value.elements):
+            if not all(
+                isinstance(e, cst.DictElement) and isinstance(e.key, cst.SimpleString) for e in arg.value.elements
+            ):
                 return False
         elif isinstance(arg.value, (cst.Name, cst.Attribute)):
             mapping = interp.eval(arg.value)  # a name or attribute read: no side effect, and read already
