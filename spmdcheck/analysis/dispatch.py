@@ -9,7 +9,7 @@ import operator
 
 import libcst as cst
 
-from spmdcheck.analysis import configs, contracts, layouts, objects, spmd_api, transfer
+from spmdcheck.analysis import attributes, configs, contracts, layouts, objects, spmd_api, transfer
 from spmdcheck.analysis.binding import Arg, bind
 from spmdcheck.analysis.findings import Finding
 from spmdcheck.analysis.frames import Engine
@@ -100,7 +100,8 @@ def dispatch(interp: Engine, func: Value, args: list[Arg], node: cst.Call) -> Va
             )
         rule = interp.ctx.registry.lookup(func.qualname)
         if rule is None:
-            return UNKNOWN
+            found = attributes.call_module_method(interp, func, args)  # `self.add_module(...)`, `self.children()`
+            return found if found is not None else UNKNOWN
         receiver_node = node.func.value if isinstance(node.func, cst.Attribute) else node
         return apply_rule(interp, rule, [(None, func.receiver, receiver_node), *args], node)
     if isinstance(func, FunctionValue):
@@ -151,6 +152,8 @@ def dispatch(interp: Engine, func: Value, args: list[Arg], node: cst.Call) -> Va
             for other in ranks[1:]:
                 value = value.combine(other)
             return value
+    if isinstance(func, BuiltinValue) and func.name in attributes.BUILTINS:
+        return attributes.call_builtin(interp, func.name, args)
     return UNKNOWN
 
 

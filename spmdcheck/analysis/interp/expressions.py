@@ -11,7 +11,7 @@ from typing import Protocol
 
 import libcst as cst
 
-from spmdcheck.analysis import configs, dispatch, layouts, signature, spmd_api, subscripts
+from spmdcheck.analysis import attributes, configs, dispatch, layouts, signature, spmd_api, subscripts
 from spmdcheck.analysis.dispatch import TENSOR
 from spmdcheck.analysis.frames import Engine
 from spmdcheck.analysis.interp.loopreads import attr_path
@@ -100,6 +100,7 @@ _BUILTINS: dict[str, Value] = {
     "tuple": BuiltinValue("tuple"),
     "list": BuiltinValue("list"),
     "dict": BuiltinValue("dict"),
+    **{name: BuiltinValue(name) for name in attributes.BUILTINS},
     **{name: BuiltinValue(name) for name in dispatch.RANK_PRESERVING_BUILTINS},
 }
 _ABSENT = object()  # a lookup's "no such name"
@@ -222,7 +223,8 @@ class Evaluator:
             declared = base.cls.declared_type(attr)
             if declared:
                 return TensorValue(SpmdType(declared), GradState.UNKNOWN, None)
-            return UNKNOWN
+            member = attributes.module_member(base, attr)  # `self.children`, `self._modules`: nn.Module's
+            return member if member is not None else UNKNOWN
         if isinstance(base, ClassValue):
             found = base.lookup(attr)
             if found is None and attr == "apply":
@@ -386,10 +388,8 @@ class Evaluator:
         return Literal(value) if value is not None else UNKNOWN
 
     def eval_FormattedString(self, node: cst.FormattedString) -> Value:
-        for part in node.parts:
-            if isinstance(part, cst.FormattedStringExpression):
-                self.eval(part.expression)
-        return UNKNOWN
+        values = [self.eval(p.expression) for p in node.parts if isinstance(p, cst.FormattedStringExpression)]
+        return attributes.format_string(node, values)  # `f"layer_{i}"`: a name getattr/setattr can use
 
     def eval_Ellipsis(self, node: cst.Ellipsis) -> Value:
         return Literal(...)
