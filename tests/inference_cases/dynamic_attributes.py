@@ -2,6 +2,7 @@
 """Layers reached by name or through nn.Module's views of its children type as the direct form does: each
 model below reduces its input over `tp`, then over `dp`, so the result is R on both axes, which the
 `assert_type` of each function (declaring the unreduced P) shows, as it does for the direct form."""
+import torch.nn.functional as F
 from torch import nn
 
 import spmd_types as spmd
@@ -125,6 +126,25 @@ class Submodule(nn.Module):
 
 
 
+class Params(nn.Module):
+    def __init__(self, w):
+        super().__init__()
+        self.weights = nn.ParameterDict({"up": nn.Parameter(w)})
+
+    def forward(self, x):
+        return F.linear(x, self.weights["up"])
+
+
+class GradientSync(nn.Module):
+    def __init__(self, w):
+        super().__init__()
+        self.weight = nn.Parameter(w)
+
+    def sync(self):
+        for name, p in self.named_parameters():
+            spmd.all_reduce(p, "dp", src=P, dst=R)  # error: SPMD302 col 13
+
+
 UNREDUCED = {"tp": P, "dp": P}
 
 
@@ -168,17 +188,16 @@ def an_unknown_name_reads_nothing(x: Local["tp: P, dp: P"], name: str):
     model = Direct()
     return spmd.assert_type(getattr(model, name)(x), UNREDUCED)
 
+
+def a_parameter_dict(x: Local["tp: R, dp: R"], w: Local["tp: S(0), dp: R"]):
+    return spmd.assert_type(Params(w)(x), {"tp": R, "dp": R})  # error: SPMD401 col 12
+
+
+def named_parameters(w: Local["tp: S(0), dp: R"]):
+    GradientSync(w).sync()
+
 # [expected messages] line:column CODE: message
-# 132:12 SPMD401: assert_type: on axis 'dp' the value is R but P is declared
-# 132:12 SPMD401: assert_type: on axis 'tp' the value is R but P is declared
-# 136:12 SPMD401: assert_type: on axis 'dp' the value is R but P is declared
-# 136:12 SPMD401: assert_type: on axis 'tp' the value is R but P is declared
-# 140:12 SPMD401: assert_type: on axis 'dp' the value is R but P is declared
-# 140:12 SPMD401: assert_type: on axis 'tp' the value is R but P is declared
-# 144:12 SPMD401: assert_type: on axis 'dp' the value is R but P is declared
-# 144:12 SPMD401: assert_type: on axis 'tp' the value is R but P is declared
-# 148:12 SPMD401: assert_type: on axis 'dp' the value is R but P is declared
-# 148:12 SPMD401: assert_type: on axis 'tp' the value is R but P is declared
+# 145:13 SPMD302: `all_reduce` expects a Partial on axis 'dp' but `p` is R: it is already reduced, and reducing again multiplies it by the axis size
 # 152:12 SPMD401: assert_type: on axis 'dp' the value is R but P is declared
 # 152:12 SPMD401: assert_type: on axis 'tp' the value is R but P is declared
 # 156:12 SPMD401: assert_type: on axis 'dp' the value is R but P is declared
@@ -187,3 +206,14 @@ def an_unknown_name_reads_nothing(x: Local["tp: P, dp: P"], name: str):
 # 160:12 SPMD401: assert_type: on axis 'tp' the value is R but P is declared
 # 164:12 SPMD401: assert_type: on axis 'dp' the value is R but P is declared
 # 164:12 SPMD401: assert_type: on axis 'tp' the value is R but P is declared
+# 168:12 SPMD401: assert_type: on axis 'dp' the value is R but P is declared
+# 168:12 SPMD401: assert_type: on axis 'tp' the value is R but P is declared
+# 172:12 SPMD401: assert_type: on axis 'dp' the value is R but P is declared
+# 172:12 SPMD401: assert_type: on axis 'tp' the value is R but P is declared
+# 176:12 SPMD401: assert_type: on axis 'dp' the value is R but P is declared
+# 176:12 SPMD401: assert_type: on axis 'tp' the value is R but P is declared
+# 180:12 SPMD401: assert_type: on axis 'dp' the value is R but P is declared
+# 180:12 SPMD401: assert_type: on axis 'tp' the value is R but P is declared
+# 184:12 SPMD401: assert_type: on axis 'dp' the value is R but P is declared
+# 184:12 SPMD401: assert_type: on axis 'tp' the value is R but P is declared
+# 193:12 SPMD401: assert_type: on axis 'tp' the value is V but R is declared
