@@ -31,6 +31,7 @@ from spmdcheck.analysis.values import (
     FunctionValue,
     InstanceValue,
     Literal,
+    ModuleRef,
     Value,
 )
 
@@ -77,8 +78,15 @@ def _decorator_name(expr: cst.BaseExpression) -> str | None:
     return None
 
 
+# bases whose subclasses get the generated `__init__` of a dataclass over their annotated fields
+_FIELD_BASES = frozenset({"typing.NamedTuple", "typing_extensions.NamedTuple"})
+
+
 def _dataclass_options(cls: ClassValue) -> dict[str, bool] | None:
-    """The options of a class's own `@dataclass` decorator (`init`), None when it has none."""
+    """The options of a class's own `@dataclass` decorator (`init`), None when it has none. A class deriving
+    from `typing.NamedTuple` is built the same way."""
+    if any(isinstance(base, ModuleRef) and base.qualname in _FIELD_BASES for base in cls.bases):
+        return {"init": True}
     for decorator in cls.node.decorators:
         if _decorator_name(decorator.decorator) != "dataclass":
             continue

@@ -6,6 +6,7 @@ import dataclasses
 import types
 from dataclasses import dataclass, field
 from functools import partial
+from typing import NamedTuple
 
 from torch import nn
 
@@ -33,6 +34,11 @@ class DerivedConfig(ParallelConfig):
     def __post_init__(self):
         if self.scale > 1.0:
             self.axis = "dp"
+
+
+class Axes(NamedTuple):
+    data: str = "dp"
+    tensor: str = "tp"
 
 
 def the_direct_form(x: Local["tp: P, dp: R"]):
@@ -82,6 +88,11 @@ def a_copy_keeps_the_fields(x: Local["tp: P, dp: R"]):
 def a_simple_namespace(x: Local["tp: P, dp: R"]):
     cfg = types.SimpleNamespace(axis="dp", hidden=8)
     return spmd.all_reduce(x, cfg.axis, src=P, dst=R)  # error: SPMD302 col 12
+
+
+def a_named_tuple_field(x: Local["tp: P, dp: R"]):
+    axes = Axes(tensor="dp")
+    return spmd.all_reduce(x, axes.tensor, src=P, dst=R)  # error: SPMD302 col 12
 
 
 def keywords_from_dict_call(x: Local["tp: P, dp: R"]):
@@ -157,16 +168,17 @@ def the_default_flag_is_decided_too(x: Local["tp: S(0), dp: R"]):
     return spmd.assert_type(block(x), {"dp": R, "tp": spmd.S(0)})
 
 # [expected messages] line:column CODE: message
-# 39:12 SPMD302: `all_reduce` expects a Partial on axis 'dp' but `x` is R: it is already reduced, and reducing again multiplies it by the axis size
-# 44:12 SPMD302: `all_reduce` expects a Partial on axis 'dp' but `x` is R: it is already reduced, and reducing again multiplies it by the axis size
-# 49:12 SPMD302: `all_reduce` expects a Partial on axis 'dp' but `x` is R: it is already reduced, and reducing again multiplies it by the axis size
-# 59:12 SPMD302: `all_reduce` expects a Partial on axis 'dp' but `x` is R: it is already reduced, and reducing again multiplies it by the axis size
-# 69:12 SPMD302: `all_reduce` expects a Partial on axis 'dp' but `x` is R: it is already reduced, and reducing again multiplies it by the axis size
-# 74:12 SPMD302: `all_reduce` expects a Partial on axis 'dp' but `x` is R: it is already reduced, and reducing again multiplies it by the axis size
-# 79:12 SPMD302: `all_reduce` expects a Partial on axis 'dp' but `x` is R: it is already reduced, and reducing again multiplies it by the axis size
-# 84:12 SPMD302: `all_reduce` expects a Partial on axis 'dp' but `x` is R: it is already reduced, and reducing again multiplies it by the axis size
+# 45:12 SPMD302: `all_reduce` expects a Partial on axis 'dp' but `x` is R: it is already reduced, and reducing again multiplies it by the axis size
+# 50:12 SPMD302: `all_reduce` expects a Partial on axis 'dp' but `x` is R: it is already reduced, and reducing again multiplies it by the axis size
+# 55:12 SPMD302: `all_reduce` expects a Partial on axis 'dp' but `x` is R: it is already reduced, and reducing again multiplies it by the axis size
+# 65:12 SPMD302: `all_reduce` expects a Partial on axis 'dp' but `x` is R: it is already reduced, and reducing again multiplies it by the axis size
+# 75:12 SPMD302: `all_reduce` expects a Partial on axis 'dp' but `x` is R: it is already reduced, and reducing again multiplies it by the axis size
+# 80:12 SPMD302: `all_reduce` expects a Partial on axis 'dp' but `x` is R: it is already reduced, and reducing again multiplies it by the axis size
+# 85:12 SPMD302: `all_reduce` expects a Partial on axis 'dp' but `x` is R: it is already reduced, and reducing again multiplies it by the axis size
 # 90:12 SPMD302: `all_reduce` expects a Partial on axis 'dp' but `x` is R: it is already reduced, and reducing again multiplies it by the axis size
-# 96:12 SPMD302: `all_reduce` expects a Partial on axis 'dp' but `x` is R: it is already reduced, and reducing again multiplies it by the axis size
+# 95:12 SPMD302: `all_reduce` expects a Partial on axis 'dp' but `x` is R: it is already reduced, and reducing again multiplies it by the axis size
 # 101:12 SPMD302: `all_reduce` expects a Partial on axis 'dp' but `x` is R: it is already reduced, and reducing again multiplies it by the axis size
-# 106:12 SPMD302: `all_reduce` expects a Partial on axis 'dp' but `x` is R: it is already reduced, and reducing again multiplies it by the axis size
-# 120:16 SPMD302: `all_reduce` expects a Partial on axis 'dp' but `x` is R: it is already reduced, and reducing again multiplies it by the axis size
+# 107:12 SPMD302: `all_reduce` expects a Partial on axis 'dp' but `x` is R: it is already reduced, and reducing again multiplies it by the axis size
+# 112:12 SPMD302: `all_reduce` expects a Partial on axis 'dp' but `x` is R: it is already reduced, and reducing again multiplies it by the axis size
+# 117:12 SPMD302: `all_reduce` expects a Partial on axis 'dp' but `x` is R: it is already reduced, and reducing again multiplies it by the axis size
+# 131:16 SPMD302: `all_reduce` expects a Partial on axis 'dp' but `x` is R: it is already reduced, and reducing again multiplies it by the axis size
