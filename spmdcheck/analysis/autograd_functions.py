@@ -22,6 +22,7 @@ import libcst as cst
 
 from spmdcheck.analysis.binding import Arg
 from spmdcheck.analysis.comms import REDUCING, transition
+from spmdcheck.analysis.findings import Finding
 from spmdcheck.analysis.frames import Engine
 from spmdcheck.analysis.inline import call_function
 from spmdcheck.analysis.values import UNKNOWN, UNNAMED_GROUP, ClassValue, FunctionValue, TensorValue, Value
@@ -44,6 +45,16 @@ def apply_of(cls: ClassValue) -> FunctionApply | None:
     if isinstance(forward, FunctionValue) and isinstance(backward, FunctionValue):
         return FunctionApply(cls, forward, backward)
     return None
+
+
+def runs_without_grad(cls: ClassValue, method: str) -> bool:
+    """`cls.method` is an autograd Function's forward or backward, which PyTorch runs without recording history."""
+    return method in ("forward", "backward") and apply_of(cls) is not None
+
+
+def cuts_history(finding: Finding) -> bool:
+    """The finding is SPMD306 (a raw collective cutting autograd history): not one inside a Function."""
+    return finding.code == RawCollectiveOnAutogradPath.code
 
 
 @dataclass(frozen=True)
@@ -79,7 +90,7 @@ def call_apply(interp: Engine, fn: FunctionApply, args: list[Arg], node: cst.Cal
     mark = interp.ctx.program.checkpoint()
     result = call_function(interp, fn.forward, args, node, receiver=UNKNOWN)
     for finding in interp.ctx.program.withdraw(mark):
-        if finding.code != RawCollectiveOnAutogradPath.code:
+        if not cuts_history(finding):
             interp.ctx.report(finding)
     return result
 

@@ -41,17 +41,21 @@ class ProgramState:
     on_bind: BindObserver | None = None
     log: Any = None  # the roots.RootLog of a recorded run: every finding is logged with its root
 
-    def checkpoint(self) -> tuple[int, set[tuple[str, int, str]]]:
+    def checkpoint(self) -> tuple[int, set[tuple[str, int, str]], object]:
         """A mark to withdraw what is reported after it (`withdraw`)."""
-        return len(self.findings), set(self.seen)
+        logged = self.log.mark() if self.log is not None else None
+        return len(self.findings), set(self.seen), logged
 
-    def withdraw(self, mark: tuple[int, set[tuple[str, int, str]]]) -> list[Finding]:
+    def withdraw(self, mark: tuple[int, set[tuple[str, int, str]], object]) -> list[Finding]:
         """Take back the findings reported since `mark`, as if never reported (a call typed once per
-        alternative reports each finding again, with the alternatives it holds in): they are returned."""
-        count, seen = mark
+        alternative reports each finding again, with the alternatives it holds in): they are returned. The
+        running root's record forgets them too, so a selective run replays only what was kept."""
+        count, seen, logged = mark
         taken = self.findings[count:]
         del self.findings[count:]
         self.seen = seen
+        if self.log is not None and logged is not None:
+            self.log.withdraw(logged)
         return taken
 
 

@@ -9,7 +9,18 @@ import operator
 
 import libcst as cst
 
-from spmdcheck.analysis import autograd_functions, configs, containers, contracts, layouts, rankflow, spmd_api, transfer
+from spmdcheck.analysis import (
+    attributes,
+    autograd_functions,
+    configs,
+    containers,
+    contracts,
+    layouts,
+    objects,
+    rankflow,
+    spmd_api,
+    transfer,
+)
 from spmdcheck.analysis.binding import Arg, bind
 from spmdcheck.analysis.findings import Finding
 from spmdcheck.analysis.frames import Engine
@@ -79,7 +90,8 @@ def dispatch(interp: Engine, func: Value, args: list[Arg], node: cst.Call) -> Va
                 rule = default_tensor_rule(qual, False)
                 rule.params = (Param("args", ParamRole.TENSOR, True, False, variadic=True),)
             else:
-                return UNKNOWN  # gradual typing: an unknown callee checks nothing
+                known = objects.call_library(interp, qual, args, node, dispatch)  # dataclasses, partial, ...
+                return known if known is not None else UNKNOWN  # gradual typing: an unknown callee checks nothing
         return apply_rule(interp, rule, args, node)
     if isinstance(func, BoundMethod) and func.qualname.startswith(("builtins.dict.", "builtins.list.")):
         return containers.call_method(interp, func.receiver, func.qualname.rsplit(".", 1)[1], args, node)
@@ -97,7 +109,8 @@ def dispatch(interp: Engine, func: Value, args: list[Arg], node: cst.Call) -> Va
             )
         rule = interp.ctx.registry.lookup(func.qualname)
         if rule is None:
-            return UNKNOWN
+            found = attributes.call_module_method(interp, func, args)  # `self.add_module(...)`, `self.children()`
+            return found if found is not None else UNKNOWN
         receiver_node = node.func.value if isinstance(node.func, cst.Attribute) else node
         return apply_rule(interp, rule, [(None, func.receiver, receiver_node), *args], node)
     if isinstance(func, FunctionValue):
@@ -115,6 +128,8 @@ def dispatch(interp: Engine, func: Value, args: list[Arg], node: cst.Call) -> Va
         return autograd_functions.call_apply(interp, func, args, node)
     if isinstance(func, ClassValue):
         return instantiate(interp, func, args, node)
+    if isinstance(func, objects.PartialValue):
+        return objects.call_partial(interp, func, args, node, dispatch)
     if isinstance(func, Chain) and len(args) == 1:
         value = args[0]
         for module in func.items:
@@ -128,28 +143,41 @@ def dispatch(interp: Engine, func: Value, args: list[Arg], node: cst.Call) -> Va
                 return routed  # a module contract: its wrapper redistributes the arguments and the output
             return call_function(interp, call, args, node, receiver=func)
         return contracts.call_opaque_module(interp, func, args) or UNKNOWN
-    if isinstance(func, BuiltinValue) and func.name == "super":
+    if isinstance(func, BuiltinValue):
+        return _call_builtin(interp, func, args, node)
+    return UNKNOWN
+
+
+def _call_builtin(interp: Engine, func: BuiltinValue, args: list[Arg], node: cst.Call) -> Value:
+    """A call of a Python builtin the checker models (`super`, `isinstance`, `dict`, `len`, `sum`, ...)."""
+    if func.name == "super":
         owner, receiver = interp.frame.owner, _receiver_of(interp)
         if owner is not None and receiver is not None:
             return SuperValue(owner, receiver)
-    if isinstance(func, BuiltinValue) and func.name == "isinstance" and len(args) == 2:
+    if func.name == "isinstance" and len(args) == 2:
         return _isinstance(interp, args[0][1], args[1][1])
-    if isinstance(func, BuiltinValue) and func.name in ("tuple", "list") and len(args) == 1 and args[0][0] is None:
+    if func.name == "dict":
+        return objects.call_dict(interp, args, node)
+    if func.name in ("tuple", "list") and len(args) == 1 and args[0][0] is None:
         items = args[0][1]
         if isinstance(items, Seq):
             return Seq(items.items, is_list=func.name == "list")
         return items if isinstance(items, Homogeneous) else UNKNOWN
-    if isinstance(func, BuiltinValue) and func.name in rankflow.BUILTINS:
-        return rankflow.call_builtin(interp, func.name, args, node)
-    if isinstance(func, BuiltinValue) and func.name == "sum":
+    if func.name in rankflow.BUILTINS:
+        found = rankflow.call_builtin(interp, func.name, args, node)  # `len`, `enumerate` of a rank-sized list
+        if found is not UNKNOWN or func.name not in attributes.BUILTINS:
+            return found
+    if func.name == "sum":
         return containers.total(interp, args, node, lambda left, right, arg: _add(interp, left, right, arg, node))
-    if isinstance(func, BuiltinValue) and func.name in RANK_PRESERVING_BUILTINS:
+    if func.name in RANK_PRESERVING_BUILTINS:
         ranks = [v for _, v, _ in args if isinstance(v, RankValue)]
         if ranks:
             value = ranks[0]
             for other in ranks[1:]:
                 value = value.combine(other)
             return value
+    if func.name in attributes.BUILTINS:
+        return attributes.call_builtin(interp, func.name, args)
     return UNKNOWN
 
 
@@ -230,8 +258,11 @@ def _add(interp: Engine, left: Value, right: Value, right_arg: Arg, node: cst.Ca
 
 def instantiate(interp: Engine, cls: ClassValue, args: list[Arg], node: cst.Call) -> Value:
     """`Cls(...)`: a new object, its `__init__` run with the call's arguments."""
-    obj = InstanceValue(cls)
     contracts.attach_from_call(interp, cls, args)
+    fields = objects.dataclass_fields(cls)
+    if fields is not None:  # a dataclass's generated `__init__`
+        return objects.build_dataclass(interp, cls, fields, args, node, dispatch)
+    obj = InstanceValue(cls)
     init = cls.lookup("__init__")
     if isinstance(init, FunctionValue):
         call_function(interp, init, args, node, receiver=obj)

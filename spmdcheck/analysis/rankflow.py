@@ -57,7 +57,10 @@ def sliced(base: Value, lower: Value | None, upper: Value | None, step: Value | 
             item = base.item if isinstance(base, RankSized) else element_of(base)
             return RankSized(lower.varies, lower.invariant, item)
         return None
-    if type(base) in (Unknown, Trimmed) and upper is not None and not isinstance(upper, RankValue):
+    # a list of a known length counts too: cut to a computed length, it is no longer known
+    cut_list = type(base) in (Unknown, Trimmed) or isinstance(base, Homogeneous)
+    cut_list = cut_list or (isinstance(base, Seq) and base.is_list)
+    if cut_list and upper is not None and not isinstance(upper, RankValue):
         if not isinstance(lower, RankValue) and not isinstance(step, RankValue):
             return TRIMMED
     return None

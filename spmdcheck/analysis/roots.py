@@ -207,6 +207,16 @@ class RootLog:
     def found(self, finding: object) -> None:
         self.records[self.current].findings.append(finding)
 
+    def mark(self) -> tuple[object, int]:
+        """Where the running root's findings stand (`withdraw` takes back those found after it)."""
+        return self.current, len(self.records[self.current].findings)
+
+    def withdraw(self, mark: object) -> None:
+        """Forget the findings the running root found since `mark` (analysis/context.py `withdraw`)."""
+        root, count = mark  # type: ignore[misc]
+        if root == self.current:
+            del self.records[root].findings[count:]
+
     def wrote_shared(self, what: tuple | None = None) -> None:
         """The running root changed state later roots read; `what` describes it the same in every run
         (analysis/writes.py; None: it cannot be described)."""

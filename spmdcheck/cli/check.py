@@ -270,8 +270,8 @@ def print_notes(results: list[FileResult]) -> None:
     from spmdcheck.diagnostics.render import display_path
 
     for r in results:
-        for note in r.notes:
-            print(f"spmdcheck: note: {display_path(r.path)}: {note}", file=sys.stderr)
+        for budget_note in r.notes:
+            print(f"spmdcheck: note: {display_path(r.path)}: {budget_note}", file=sys.stderr)
 
 
 def open_cache(args: argparse.Namespace, root: pathlib.Path, settings: Settings) -> ResultCache | None:

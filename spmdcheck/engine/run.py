@@ -37,19 +37,11 @@ def run_check(
 
     store = result_cache
     hashes: dict[str, str] = {}
+    tree = ""
     if store is not None:
-        for f in files:
-            try:
-                hashes[f] = caching.content_hash(pathlib.Path(f).read_bytes())
-            except OSError:
-                pass
-        tree = caching.tree_key(hashes) + ("" if prepass.enabled() else "-whole")
-        if focus is not None:  # a focused run leaves the other files unchecked: it answers only itself
-            tree += "-focus-" + caching.tree_key(dict.fromkeys(focus, ""))
-        if tree == store.tree and len(hashes) == len(files) and all(f in store.results for f in files):
-            return [
-                FileResult(f, caching.from_plain(f, store.results[f][1]), skipped=store.results[f][0]) for f in files
-            ]
+        hashes, tree, answered = _whole_tree_answer(files, store, focus)
+        if answered is not None:
+            return answered
     if progress is not None:
         progress("planned", len(files))
     jobs = max(1, min(jobs or (os.cpu_count() or 1), len(files)))
@@ -121,6 +113,27 @@ def run_check(
             programs_seen,
         )
     return done
+
+
+def _whole_tree_answer(
+    files: list[str], store: ResultCache, focus: frozenset[str] | None
+) -> tuple[dict[str, str], str, list[FileResult] | None]:
+    """The files' content hashes, the tree's key, and the results when the cache holds this very tree."""
+    from spmdcheck.engine import result_cache as caching
+
+    hashes: dict[str, str] = {}
+    for f in files:
+        try:
+            hashes[f] = caching.content_hash(pathlib.Path(f).read_bytes())
+        except OSError:
+            pass
+    tree = caching.tree_key(hashes) + ("" if prepass.enabled() else "-whole")
+    if focus is not None:  # a focused run leaves the other files unchecked: it answers only itself
+        tree += "-focus-" + caching.tree_key(dict.fromkeys(focus, ""))
+    if tree == store.tree and len(hashes) == len(files) and all(f in store.results for f in files):
+        stored = store.results
+        return hashes, tree, [FileResult(f, caching.from_plain(f, stored[f][1]), skipped=stored[f][0]) for f in files]
+    return hashes, tree, None
 
 
 def shape_key(program: list[LoadedFile]) -> str:

@@ -12,6 +12,7 @@ from typing import Protocol
 import libcst as cst
 
 from spmdcheck.analysis import (
+    attributes,
     autograd_functions,
     configs,
     containers,
@@ -109,6 +110,8 @@ _BUILTINS: dict[str, Value] = {
     "tuple": BuiltinValue("tuple"),
     "list": BuiltinValue("list"),
     "sum": BuiltinValue("sum"),
+    "dict": BuiltinValue("dict"),
+    **{name: BuiltinValue(name) for name in attributes.BUILTINS},
     **{name: BuiltinValue(name) for name in dispatch.RANK_PRESERVING_BUILTINS},
     **{name: BuiltinValue(name) for name in rankflow.BUILTINS},
 }
@@ -236,7 +239,8 @@ class Evaluator:
             declared = base.cls.declared_type(attr)
             if declared:
                 return TensorValue(SpmdType(declared), GradState.UNKNOWN, None)
-            return UNKNOWN
+            member = attributes.module_member(base, attr)  # `self.children`, `self._modules`: nn.Module's
+            return member if member is not None else UNKNOWN
         if isinstance(base, ClassValue):
             found = base.lookup(attr)
             if found is None and attr == "apply":
@@ -416,10 +420,8 @@ class Evaluator:
         return Literal(value) if value is not None else UNKNOWN
 
     def eval_FormattedString(self, node: cst.FormattedString) -> Value:
-        for part in node.parts:
-            if isinstance(part, cst.FormattedStringExpression):
-                self.eval(part.expression)
-        return UNKNOWN
+        values = [self.eval(p.expression) for p in node.parts if isinstance(p, cst.FormattedStringExpression)]
+        return attributes.format_string(node, values)  # `f"layer_{i}"`: a name getattr/setattr can use
 
     def eval_Ellipsis(self, node: cst.Ellipsis) -> Value:
         return Literal(...)

@@ -8,7 +8,7 @@ import os
 
 import libcst as cst
 
-from spmdcheck.analysis import contracts, group_inference, layouts, signature
+from spmdcheck.analysis import autograd_functions, contracts, group_inference, layouts, signature
 from spmdcheck.analysis.context import FileContext
 from spmdcheck.analysis.frames import Frame, Importer, RunState, Scope
 from spmdcheck.analysis.interp.syntax import block_body, bound_names, param_name
@@ -170,6 +170,8 @@ class ModuleRunner:
             try:
                 if type(fn) is cst.If:
                     self.analyze_main(fn, scope)
+                elif owner is not None and autograd_functions.runs_without_grad(owner, fn.name.value):
+                    self._analyze_without_history(fn, scope, owner)
                 else:
                     self.analyze_function(fn, scope, owner)
             finally:
@@ -184,6 +186,15 @@ class ModuleRunner:
                 if log is not None:
                     log.leave()
         Generation.current = 0
+
+    def _analyze_without_history(self, fn: cst.FunctionDef, scope: Scope, owner: ClassValue) -> None:
+        """An autograd Function's forward or backward checked on its own: PyTorch runs it without recording
+        history, so a raw collective in it cuts none (no SPMD306, as when it is reached through `.apply`)."""
+        mark = self.ctx.program.checkpoint()
+        self.analyze_function(fn, scope, owner)
+        for finding in self.ctx.program.withdraw(mark):
+            if not autograd_functions.cuts_history(finding):
+                self.ctx.report(finding)
 
     def analyze_function(self, fn: cst.FunctionDef, scope: Scope, owner: ClassValue | None = None) -> None:
         """Check a function body on its own, its parameters typed by their annotations."""
