@@ -406,8 +406,8 @@ IDIOMS = {  # the family -> the idiom its expected failure names
     "kwargs": "**kwargs forwarding",
 }
 # the families that change verdicts today (seeded, measured at the defaults): strict expected failures
-FAILING_ON_PROGRAMS = {"registry", "dynattr", "container", "config", "generator", "partial", "kwargs"}
-FAILING_ON_FIXTURES = {"registry", "container", "config", "generator", "partial", "kwargs"}
+FAILING_ON_PROGRAMS = {"container", "config", "generator", "kwargs"}
+FAILING_ON_FIXTURES = {"container", "generator", "kwargs"}
 
 
 def _families(failing: set[str]) -> list:
@@ -459,7 +459,8 @@ def test_idiom_survey_has_findings_to_keep(idioms_surveyed):
         done = idioms_surveyed.results[family]
         assert len(done) >= 0.5 * IDIOM_EXAMPLES, family
         assert sum(bool(c.before) for c in done) >= 0.3 * len(done), family
-        assert sum(bool(c.before) for c in idioms_surveyed.fixtures[family]) >= 0.3 * len(
+        # fixtures: a fifth (the corpus holds many ok twins, and python_idioms/ more of them since issue 20)
+        assert sum(bool(c.before) for c in idioms_surveyed.fixtures[family]) >= 0.2 * len(
             idioms_surveyed.fixtures[family]), family
 
 
