@@ -30,6 +30,7 @@ from .metamorphic import (
     Rewritten,
     compare,
     diagnose,
+    each_distinct_program,
     original_findings,
     rewrite,
 )
@@ -268,31 +269,15 @@ def _pct(k: int, n: int) -> str:
 def survey_programs(out: IdiomSurvey, examples: int, seed_value: int, registry=None,  # noqa: ANN001
                     families: tuple[str, ...] = FAMILIES, branches: bool = True) -> None:
     """``examples`` distinct generated programs (hypothesis, seeded), each rewritten once by every family."""
-    from hypothesis import HealthCheck, given, seed, settings
+    def rewrite_each(program: Program) -> None:
+        out.programs.append(program)
+        before = original_findings(program, registry)
+        for family in families:
+            rw = rewrite_idiom(program, family, RandomChoices(f"{family}:{program.source}"))
+            if rw is not None:
+                out.results[family].append(compare(program, rw, registry, before))
 
-    from .programs import programs
-
-    seen: set[str] = set()
-    for k in range(5):
-        if len(out.programs) >= examples:
-            break
-
-        @seed(seed_value + k)
-        @settings(max_examples=int((examples - len(out.programs)) * 1.3) + 1, database=None, deadline=None,
-                  derandomize=False, print_blob=False, suppress_health_check=list(HealthCheck))
-        @given(programs(branches=branches))
-        def run(program: Program) -> None:
-            if program.source in seen or len(out.programs) >= examples:
-                return
-            seen.add(program.source)
-            out.programs.append(program)
-            before = original_findings(program, registry)
-            for family in families:
-                rw = rewrite_idiom(program, family, RandomChoices(f"{family}:{program.source}"))
-                if rw is not None:
-                    out.results[family].append(compare(program, rw, registry, before))
-
-        run()
+    each_distinct_program(examples, seed_value, branches, rewrite_each)
 
 
 def survey_fixtures(out: IdiomSurvey, per_family: int | None, registry=None,  # noqa: ANN001

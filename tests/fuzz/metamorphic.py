@@ -35,6 +35,7 @@ import ast
 import hashlib
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -686,38 +687,48 @@ class Survey:
         return "\n".join(lines)
 
 
+def each_distinct_program(examples: int, seed_value: int, branches: bool, visit: Callable[[Program], None]) -> None:
+    """Call `visit` on ``examples`` distinct generated programs (hypothesis, seeded from `seed_value` on: a
+    seed that draws repeats gives way to the next, five at most)."""
+    from hypothesis import HealthCheck, given, seed, settings
+
+    seen: set[str] = set()
+    for k in range(5):
+        if len(seen) >= examples:
+            break
+
+        @seed(seed_value + k)
+        @settings(max_examples=int((examples - len(seen)) * 1.3) + 1, database=None, deadline=None,
+                  derandomize=False, print_blob=False, suppress_health_check=list(HealthCheck))
+        @given(programs(branches=branches))
+        def run(program: Program) -> None:
+            if program.source in seen or len(seen) >= examples:
+                return
+            seen.add(program.source)
+            visit(program)
+
+        run()
+
+
 def survey(examples: int, seed_value: int, registry=None, kinds: tuple[str, ...] = KINDS,  # noqa: ANN001
            branches: bool = True, progress=None) -> Survey:  # noqa: ANN001
     """``examples`` distinct generated programs (hypothesis, seeded), each checked once and after one rewrite of
     every kind (choices seeded by the program's text and the kind)."""
     import time
 
-    from hypothesis import HealthCheck, given, seed, settings
-
     out = Survey()
-    seen: set[str] = set()
     t0 = time.perf_counter()
-    for k in range(5):
-        if len(out.programs) >= examples:
-            break
 
-        @seed(seed_value + k)
-        @settings(max_examples=int((examples - len(out.programs)) * 1.3) + 1, database=None, deadline=None,
-                  derandomize=False, print_blob=False, suppress_health_check=list(HealthCheck))
-        @given(programs(branches=branches))
-        def run(program: Program) -> None:
-            if program.source in seen or len(out.programs) >= examples:
-                return
-            seen.add(program.source)
-            out.programs.append(program)
-            before = original_findings(program, registry)
-            for kind in kinds:
-                rw = rewrite(program, kind, RandomChoices(f"{kind}:{program.source}"))
-                out.results[kind].append(compare(program, rw, registry, before))
-            if progress is not None:
-                progress(out)
+    def check(program: Program) -> None:
+        out.programs.append(program)
+        before = original_findings(program, registry)
+        for kind in kinds:
+            rw = rewrite(program, kind, RandomChoices(f"{kind}:{program.source}"))
+            out.results[kind].append(compare(program, rw, registry, before))
+        if progress is not None:
+            progress(out)
 
-        run()
+    each_distinct_program(examples, seed_value, branches, check)
     out.seconds = time.perf_counter() - t0
     return out
 
