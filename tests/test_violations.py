@@ -35,6 +35,12 @@ from spmdcheck.diagnostics.violations.contracts import (
     UnreducedContractOutput,
 )
 from spmdcheck.diagnostics.violations.control_flow import CollectiveInRankBranch, RankSpecificGraph
+from spmdcheck.diagnostics.violations.gradients import (
+    DoubleGradientReduction,
+    GradientAveragedTwice,
+    GradientReductionWrongGroup,
+    MissingGradientReduction,
+)
 from spmdcheck.diagnostics.violations.inference import (
     AXIS_RULE_VIOLATIONS,
     InplaceTypeChange,
@@ -332,6 +338,52 @@ EXAMPLES: list[tuple[Violation, str]] = [
         "revealed type of `x`: forward {tp: V}; gradient {tp: V}",
     ),
     (RevealType("mesh"), "revealed type of `mesh`: not a tensor"),
+    (
+        MissingGradientReduction(("layers.*.norm.bias", "final_norm.bias"), "tp", None, "sequence_parallel"),
+        "at the optimizer step the gradients of `layers.*.norm.bias`, `final_norm.bias` are still a per-rank "
+        "partial sum over axis 'tp': no all-reduce over 'tp' reaches them, or the reduced values never get "
+        "back into `.grad`, so each rank steps with its own share",
+    ),
+    (
+        MissingGradientReduction(
+            ("a", "b", "c", "d", "e", "f"), "tp", "sequence_parallel_enabled", "sequence_parallel"
+        ),
+        "at the optimizer step the gradients of `a`, `b`, `c`, `d` and 2 more are still a per-rank partial "
+        "sum over axis 'tp': the reduction loop selects parameters by `sequence_parallel_enabled`, which none"
+        " of them carries, so each rank steps with its own share",
+    ),
+    (
+        MissingGradientReduction(("w1",), "dp"),
+        "at the optimizer step the gradient of `w1` is still a per-rank partial sum over axis 'dp': no "
+        "all-reduce over 'dp' reaches them, or the reduced values never get back into `.grad`, so each rank "
+        "steps with its own share",
+    ),
+    (
+        DoubleGradientReduction("dist.all_reduce", "param.grad", "dp", by_ddp=True),
+        "`dist.all_reduce` sums the gradient `param.grad` over axis 'dp' again: DistributedDataParallel "
+        "already averaged it during backward(), so the step uses 'dp'-size times the gradient",
+    ),
+    (
+        DoubleGradientReduction("dist.all_reduce", "param.grad", "dp", first=7),
+        "`dist.all_reduce` sums the gradient `param.grad` over axis 'dp' again: the reduction at {site:7} "
+        "already summed it, so the step uses 'dp'-size times the gradient",
+    ),
+    (
+        GradientReductionWrongGroup("dist.all_reduce", "param.grad", "dp", "allreduce = False"),
+        "`dist.all_reduce` reduces the gradient `param.grad` over the whole 'dp' group, but its parameters "
+        "are marked `allreduce = False`: different ranks of 'dp' hold different parameters (experts), and "
+        "their gradients get mixed",
+    ),
+    (
+        GradientAveragedTwice("dp", by_ddp=True),
+        "this divides by the size of axis 'dp' and DistributedDataParallel also averages the gradients over "
+        "it during backward(): the gradients are averaged twice, 'dp'-size times too small",
+    ),
+    (
+        GradientAveragedTwice("dp", first=3),
+        "this divides by the size of axis 'dp' and the gradient was already divided by it at {site:3}: the "
+        "gradients are averaged twice, 'dp'-size times too small",
+    ),
 ]
 
 

@@ -191,6 +191,35 @@ _ALL = [
         "a program compiled once for every rank would be wrong on some.",
         preview=True,
     ),
+    # 6xx: gradient synchronisation (checked at the optimizer step)
+    Code(
+        "SPMD601",
+        "missing-gradient-reduction",
+        "error",
+        "At the optimizer step a parameter's gradient is still a pending sum over an axis: no reduction reaches "
+        "it, or the reduced value never gets back into `.grad`.",
+    ),
+    Code(
+        "SPMD602",
+        "double-gradient-reduction",
+        "error",
+        "A gradient already reduced over an axis (by DistributedDataParallel or an earlier all-reduce) is summed "
+        "over it again.",
+    ),
+    Code(
+        "SPMD603",
+        "gradient-reduction-wrong-group",
+        "error",
+        "A gradient is reduced over a group that mixes ranks holding different parameters (experts reduced over "
+        "the whole data-parallel group).",
+    ),
+    Code(
+        "SPMD606",
+        "gradient-averaged-twice",
+        "error",
+        "The data-parallel average is applied twice: the loss divided by the axis size while DDP averages, or a "
+        "division before and after the all-reduce.",
+    ),
     # 9xx: information the source asks for (notes, not findings)
     Code(
         "SPMD901",

@@ -11,6 +11,7 @@ import libcst as cst
 from spmdcheck.analysis import autograd_functions, contracts, group_inference, layouts, signature
 from spmdcheck.analysis.context import FileContext
 from spmdcheck.analysis.frames import Frame, Importer, RunState, Scope
+from spmdcheck.analysis.gradients import step as gradient_step
 from spmdcheck.analysis.interp.syntax import block_body, bound_names, param_name
 from spmdcheck.analysis.roots import RootLog
 from spmdcheck.analysis.values import (
@@ -222,6 +223,8 @@ class ModuleRunner:
                     frame.env[param] = value
                     self.ctx.bound(param, value, param_name(fn, param))
                 self.exec_block(block_body(fn))
+                if gradient_step.steps_optimizer(fn):
+                    gradient_step.check_training_step(self, fn, scope)
                 signature.check_returns(self, fn, decor, frame.returns)
                 if contract is not None and contract.returns:
                     for value, node in frame.returns:

@@ -3,9 +3,18 @@
 from __future__ import annotations
 
 from spmdcheck.diagnostics.violation import Violation
-from spmdcheck.diagnostics.violations import collectives, contracts, control_flow, inference, inputs, notes, pending
+from spmdcheck.diagnostics.violations import (
+    collectives,
+    contracts,
+    control_flow,
+    gradients,
+    inference,
+    inputs,
+    notes,
+    pending,
+)
 
-FAMILIES = (inputs, inference, pending, collectives, contracts, control_flow, notes)
+FAMILIES = (inputs, inference, pending, collectives, contracts, control_flow, gradients, notes)
 
 
 def _concrete(module: object) -> list[type[Violation]]:

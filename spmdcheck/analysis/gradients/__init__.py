@@ -1,0 +1,35 @@
+"""Gradient synchronisation checked at the optimizer step (issue 21): SPMD601/602/603/606.
+
+Interface (for code building on it: hooks, `no_sync()`, accumulation, clipping):
+
+* **Where it runs.** interp/modules.py `analyze_function` calls `step.check_training_step(engine, fn, scope)`
+  for each function with a `<x>.step()` statement (`step.steps_optimizer`, a statement scan: nothing else
+  costs anything). It walks that function with a `walker.Walker`, a small interpreter of its own
+  (statements.py, exprs.py, library.py) over the values of state.py; unknown parameters of the function come
+  from a builder of the same module (step.py).
+* **Parameters.** `state.Param` objects, made where the program makes them (`nn.Parameter(...)`, a torch.nn
+  layer's weight/bias, library.py `library_module_init`); `Param.attrs` holds what the program set on them
+  (`p.sequence_parallel = True`, `setattr(p, "allreduce", False)`). Models are `state.ModuleObj` trees built by
+  walking the program's `__init__`s; `ModuleObj.named_parameters()` lists them (`Param.name` is set there).
+  `p.grad` / `p.main_grad` evaluate to `state.GradRef(param)`: the gradient buffer.
+* **Gradient state.** `walker.state` is a `state.GradientState`: `(id(param), axis) -> state.AxisGrad`, with
+  `status` "pending" (a per-rank partial sum) or "summed", `reduced_at` (the node that reduced it, `by_ddp`
+  for DistributedDataParallel), `divisions` (the nodes that divided it by the axis size). No entry = nothing
+  known: never reported. `state.get/set/forget/axes_of`; `copy()` and `join()` for the two arms of an `if`
+  the walk cannot decide (statements.py `exec_both`: what they disagree on is dropped).
+* **Backward.** `sync.backward(walker, loss, node)` (from `loss.backward()`, `torch.autograd.backward`):
+  for each model that made the loss (`state.Data.models`), each parameter, each axis the data is split over
+  (`Data.shard_axes`, from `x.chunk(world_size(g))[rank(g)]`): pending, unless the parameter is local there
+  (`sync.local_on`: Megatron's `tensor_model_parallel` on the tp axis, DeepSpeed's `allreduce = False`); a
+  DDP wrapper's axis is summed and divided at once. It overwrites (no accumulation rule yet: the place to add
+  one, or hooks fired per parameter).
+* **Collectives.** `sync.reduce_value(walker, value, axis, average, node, api, operand)` for a reduction of
+  a gradient buffer or a bucket (`state.Bucket`: ops recorded, applied to each gradient by `sync.copy_into`
+  at `grad.copy_(synced)`); `sync.reduce(...)` on one parameter (SPMD602 when already summed, SPMD603 for an
+  expert's gradient over a whole mesh axis); `sync.divide(...)` (SPMD606 when divided twice).
+* **Step checkpoint.** `sync.checkpoint(walker, params, node)` at `optimizer.step()` (library.py
+  `call_method` on a `state.Optimizer`): SPMD601 per axis for the parameters still pending there.
+* **Giving up.** A call the walk cannot follow that receives a model, parameter, gradient or optimizer
+  forgets their state (`sync.forget_value`); a walk too long or too deep raises `walker.GiveUp` and reports
+  nothing more.
+"""

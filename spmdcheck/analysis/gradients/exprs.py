@@ -1,0 +1,535 @@
+"""Expressions of the gradient walk (walker.py): names, attributes, operators, conditions, loops' iterables,
+and calls (the program's functions and classes inlined, library names in library.py)."""
+
+from __future__ import annotations
+
+import operator
+from typing import TYPE_CHECKING, Any
+
+import libcst as cst
+
+from spmdcheck.analysis.gradients import library, sync
+from spmdcheck.analysis.gradients.state import (
+    OPAQUE,
+    Bound,
+    Bucket,
+    Builtin,
+    Chunks,
+    Data,
+    GradRef,
+    Group,
+    ItemList,
+    MethodRef,
+    ModuleObj,
+    Optimizer,
+    Param,
+    Qual,
+    Rank,
+    RepeatedDict,
+    SuperRef,
+    Synced,
+    WorldSize,
+)
+from spmdcheck.analysis.gradients.walker import as_items
+from spmdcheck.analysis.values import (
+    ClassValue,
+    FunctionValue,
+    GroupValue,
+    LazyImport,
+    Literal,
+    ModuleRef,
+    ModuleValue,
+    PendingImport,
+)
+
+if TYPE_CHECKING:
+    from spmdcheck.analysis.gradients.walker import Walker
+
+
+_BUILTINS = {
+    "getattr", "hasattr", "setattr", "zip", "enumerate", "list", "tuple", "len", "isinstance", "range",
+    "sorted", "reversed", "print", "super", "dict", "iter", "next", "any", "all", "sum", "min", "max", "int",
+    "float", "str", "bool", "filter", "map",
+}  # fmt: skip
+_WALKED = (ModuleObj, Param, GradRef, ItemList, Bucket, Optimizer, Synced)
+_ARITH = {
+    "Add": operator.add, "Subtract": operator.sub, "Multiply": operator.mul, "Divide": operator.truediv,
+    "FloorDivide": operator.floordiv, "Modulo": operator.mod, "Power": operator.pow,
+}  # fmt: skip
+_CONSTANTS = (str, int, float, bool, type(None))
+_OWN_ATTRS = ("requires_grad", "grad", "main_grad")  # a tensor's own attributes, not marks
+
+
+def from_engine(walker: Walker, value: Any) -> Any:
+    """A value of the engine's module globals, as the walk sees it."""
+    if isinstance(value, PendingImport):
+        value = walker.engine.settle(value)
+    if isinstance(value, (FunctionValue, ClassValue, ModuleValue)):
+        return value
+    if isinstance(value, ModuleRef):
+        return _module_or_name(walker, value.qualname)
+    if isinstance(value, LazyImport):
+        importer = getattr(walker.engine, "importer", None)
+        if importer is not None and importer.kind(f"{value.module}.{value.name}") is None:
+            if importer.kind(value.module) == "checked":
+                return from_engine(walker, walker.engine.module_attribute(value.module, value.name))
+        return _module_or_name(walker, f"{value.module}.{value.name}")
+    if isinstance(value, GroupValue):
+        return Group(value.axis)
+    if isinstance(value, Literal) and isinstance(value.value, _CONSTANTS):
+        return value.value
+    return OPAQUE
+
+
+def _module_or_name(walker: Walker, qualname: str) -> Any:
+    """A module of the program (its functions are walked), or a library name."""
+    importer = getattr(walker.engine, "importer", None)
+    if importer is not None and importer.kind(qualname) == "checked":
+        return ModuleValue(qualname)
+    return Qual(qualname)
+
+
+def lookup(walker: Walker, name: str) -> Any:
+    frame = walker.frame
+    assert frame is not None
+    if name in frame.env:
+        return frame.env[name]
+    if name in frame.scope.globals:
+        return from_engine(walker, frame.scope.globals[name])
+    if name in _BUILTINS:
+        return Builtin(name)
+    if name in ("True", "False", "None"):
+        return {"True": True, "False": False, "None": None}[name]
+    return OPAQUE
+
+
+def evaluate(walker: Walker, expr: cst.BaseExpression) -> Any:
+    walker.tick()
+    if isinstance(expr, cst.Name):
+        return lookup(walker, expr.value)
+    if isinstance(expr, cst.Attribute):
+        return attribute(walker, evaluate(walker, expr.value), expr.attr.value)
+    if isinstance(expr, cst.Call):
+        return evaluate_call(walker, expr)
+    if isinstance(expr, (cst.Integer, cst.Float, cst.SimpleString)):
+        return expr.evaluated_value
+    if isinstance(expr, (cst.List, cst.Tuple)):
+        items = [evaluate(walker, e.value) for e in expr.elements if not isinstance(e, cst.StarredElement)]
+        if any(isinstance(e, cst.StarredElement) for e in expr.elements):
+            return OPAQUE
+        return ItemList(items) if isinstance(expr, cst.List) else tuple(items)
+    if isinstance(expr, cst.Dict):
+        return _dict(walker, expr)
+    if isinstance(expr, cst.Subscript):
+        return subscript(walker, expr)
+    if isinstance(expr, cst.BinaryOperation):
+        return binary(walker, expr)
+    if isinstance(expr, (cst.ListComp, cst.GeneratorExp)):
+        return comprehension(walker, expr)
+    if isinstance(expr, cst.DictComp):
+        return _dict_comprehension(walker, expr)
+    if isinstance(expr, cst.UnaryOperation) and not isinstance(expr.operator, cst.Not):
+        operand = evaluate(walker, expr.expression)
+        if isinstance(operand, (int, float)) and isinstance(expr.operator, cst.Minus):
+            return -operand
+        return operand if isinstance(operand, Data) else OPAQUE
+    if isinstance(expr, (cst.BooleanOperation, cst.Comparison, cst.UnaryOperation)):
+        truth = test(walker, expr)
+        return OPAQUE if truth is None else truth
+    if isinstance(expr, cst.IfExp):
+        truth = test(walker, expr.test)
+        if truth is None:
+            return OPAQUE
+        return evaluate(walker, expr.body if truth else expr.orelse)
+    return OPAQUE
+
+
+def _dict(walker: Walker, expr: cst.Dict) -> Any:
+    out: dict[Any, Any] = {}
+    for element in expr.elements:
+        if not isinstance(element, cst.DictElement):
+            return OPAQUE
+        key = evaluate(walker, element.key)
+        if not isinstance(key, _CONSTANTS):
+            return OPAQUE
+        out[key] = evaluate(walker, element.value)
+    return out
+
+
+def attribute(walker: Walker, value: Any, name: str) -> Any:
+    if isinstance(value, Param):
+        if name in ("grad", "main_grad"):
+            return GradRef(value)
+        if name == "requires_grad":
+            return value.attrs.get(name, True)
+        return value.attrs.get(name, OPAQUE)
+    if isinstance(value, GradRef):
+        if name == "data":
+            return value
+        return Bound(value, name)
+    if isinstance(value, ModuleObj):
+        return _module_attribute(walker, value, name)
+    if isinstance(value, Optimizer):
+        if name == "param_groups" and value.params is not None:
+            return ItemList([{"params": ItemList(list(value.params))}])
+        return Bound(value, name)
+    if isinstance(value, ModuleValue):
+        return from_engine(walker, walker.engine.module_attribute(value.name, name))
+    if isinstance(value, Qual):
+        return _module_or_name(walker, f"{value.name}.{name}")
+    if isinstance(value, SuperRef):
+        return _super_attribute(value, name)
+    if isinstance(value, (Data, ItemList, Bucket, Synced, dict, str)) or value is OPAQUE:
+        return Bound(value, name)
+    return OPAQUE
+
+
+def _module_attribute(walker: Walker, obj: ModuleObj, name: str) -> Any:
+    if name in obj.children:
+        return obj.children[name]
+    if name in obj.attrs:
+        return obj.attrs[name]
+    if name == "module" and obj.inner is not None:
+        return obj.inner
+    cls = obj.attrs.get("__class__")
+    if isinstance(cls, ClassValue):
+        method = cls.lookup(name)
+        if isinstance(method, FunctionValue):
+            return MethodRef(method, obj)
+    return Bound(obj, name)
+
+
+def _super_attribute(ref: SuperRef, name: str) -> Any:
+    mro = ref.receiver.attrs.get("__class__").mro() if isinstance(ref.receiver, ModuleObj) else ref.cls.mro()
+    later = mro[mro.index(ref.cls) + 1 :] if ref.cls in mro else []
+    for cls in later:
+        if name in cls.namespace and isinstance(cls.namespace[name], FunctionValue):
+            return MethodRef(cls.namespace[name], ref.receiver)
+    base = library.library_base(ref.cls)
+    if name == "__init__" and base is not None:
+        return Bound(ref.receiver, f"__library_init__:{base}")
+    return OPAQUE
+
+
+def subscript(walker: Walker, expr: cst.Subscript) -> Any:
+    value = evaluate(walker, expr.value)
+    if len(expr.slice) != 1 or not isinstance(expr.slice[0].slice, cst.Index):
+        return Data(value.shard_axes, value.divisions, value.models) if isinstance(value, Data) else OPAQUE
+    index = evaluate(walker, expr.slice[0].slice.value)
+    if isinstance(value, Chunks):
+        if isinstance(index, Rank) and isinstance(value.size, WorldSize) and value.size.axis == index.axis:
+            base = value.base
+            return Data(base.shard_axes | {index.axis}, base.divisions, base.models)
+        return Data(value.base.shard_axes, value.base.divisions, value.base.models)
+    if isinstance(value, RepeatedDict):
+        return value["*"]
+    if isinstance(value, dict) and isinstance(index, _CONSTANTS):
+        return value.get(index, OPAQUE)
+    if isinstance(value, (ItemList, tuple)) and isinstance(index, int) and not isinstance(index, bool):
+        items = value.items if isinstance(value, ItemList) else value
+        return items[index] if -len(items) <= index < len(items) else OPAQUE
+    if isinstance(value, Data):
+        return value
+    return OPAQUE
+
+
+def binary(walker: Walker, expr: cst.BinaryOperation) -> Any:
+    left, right = evaluate(walker, expr.left), evaluate(walker, expr.right)
+    kind = type(expr.operator).__name__
+    if kind == "Divide" and isinstance(right, WorldSize):
+        node = walker.remember(expr)
+        if isinstance(left, Data):
+            return Data(left.shard_axes, (*left.divisions, (right.axis, node)), left.models)
+        if isinstance(left, Synced):
+            return Synced(left.bucket, left.index, (*left.ops, ("div", right.axis, node)))
+        if isinstance(left, GradRef):
+            return GradRef(left.param, (*left.ops, ("div", right.axis, node)))
+    if isinstance(left, Data) or isinstance(right, Data):
+        return library.merge_data([left, right])
+    if isinstance(left, (Synced, GradRef)) or isinstance(right, (Synced, GradRef)):
+        return OPAQUE
+    if isinstance(left, _CONSTANTS) and isinstance(right, _CONSTANTS) and kind in _ARITH:
+        try:
+            return _ARITH[kind](left, right)
+        except Exception:  # noqa: BLE001 - a constant expression Python itself would reject
+            return OPAQUE
+    return OPAQUE
+
+
+def truthy(value: Any) -> bool | None:
+    if isinstance(value, _CONSTANTS):
+        return bool(value)
+    if isinstance(value, (Param, ModuleObj, GradRef, Optimizer, Bucket)):
+        return True
+    if isinstance(value, ItemList):
+        return bool(value.items)
+    return None
+
+
+def test(walker: Walker, expr: cst.BaseExpression) -> bool | None:
+    """A condition's truth, or None when the walk cannot tell."""
+    if isinstance(expr, cst.BooleanOperation):
+        left = test(walker, expr.left)
+        is_and = isinstance(expr.operator, cst.And)
+        if left is (not is_and):
+            return left
+        right = test(walker, expr.right)
+        if left is None:
+            return None if right is None or right is is_and else right
+        return right
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
+        inner = test(walker, expr.expression)
+        return None if inner is None else not inner
+    if isinstance(expr, cst.Comparison):
+        return _compare(walker, expr)
+    if isinstance(expr, cst.Attribute):
+        value = evaluate(walker, expr.value)
+        if isinstance(value, Param) and expr.attr.value not in _OWN_ATTRS:
+            walker.tested_attrs.add(expr.attr.value)
+            if expr.attr.value not in value.attrs and expr.attr.value not in ("requires_grad", "grad", "main_grad"):
+                return None
+    return truthy(evaluate(walker, expr))
+
+
+def _compare(walker: Walker, expr: cst.Comparison) -> bool | None:
+    if len(expr.comparisons) != 1:
+        return None
+    target = expr.comparisons[0]
+    left, right = evaluate(walker, expr.left), evaluate(walker, target.comparator)
+    op = type(target.operator).__name__
+    if op in ("Is", "IsNot") and right is None:
+        known = left is None or isinstance(left, (Param, GradRef, ModuleObj, ItemList))
+        if not known:
+            return None
+        return (left is None) == (op == "Is")
+    if isinstance(left, _CONSTANTS) and (isinstance(right, _CONSTANTS) or isinstance(right, tuple)):
+        try:
+            result = {
+                "Equal": operator.eq, "NotEqual": operator.ne, "LessThan": operator.lt,
+                "GreaterThan": operator.gt, "LessThanEqual": operator.le, "GreaterThanEqual": operator.ge,
+                "In": lambda a, b: a in b, "NotIn": lambda a, b: a not in b,
+            }[op](left, right)  # fmt: skip
+        except (KeyError, TypeError):
+            return None
+        return bool(result)
+    return None
+
+
+def comprehension(walker: Walker, expr: cst.ListComp | cst.GeneratorExp) -> Any:
+    clause = expr.for_in
+    if clause.inner_for_in is not None:
+        return OPAQUE
+    items = iterate(walker, evaluate(walker, clause.iter))
+    if items is None:
+        return _repeated(walker, expr)
+    out = []
+    saved = dict(walker.env)
+    try:
+        for item in items:
+            assign(walker, clause.target, item)
+            keep = True
+            for cond in clause.ifs:
+                truth = test(walker, cond.test)
+                if truth is None:
+                    return OPAQUE
+                keep = keep and truth
+            if keep:
+                out.append(evaluate(walker, expr.elt))
+    finally:
+        walker.frame.env = saved  # type: ignore[union-attr]
+    return ItemList(out)
+
+
+def _repeated(walker: Walker, expr: cst.ListComp | cst.GeneratorExp) -> Any:
+    """`[Block(...) for i in range(n)]`: modules made alike for an unknown count stand for one, `*` by name."""
+    if expr.for_in.ifs:
+        return OPAQUE
+    saved = dict(walker.env)
+    try:
+        assign(walker, expr.for_in.target, OPAQUE)
+        element = evaluate(walker, expr.elt)
+    finally:
+        walker.frame.env = saved  # type: ignore[union-attr]
+    return ItemList([element], repeated=True) if isinstance(element, (ModuleObj, Param)) else OPAQUE
+
+
+def _dict_comprehension(walker: Walker, expr: cst.DictComp) -> Any:
+    """`{str(e): Expert(...) for e in range(...)}`: over an unknown range, one module standing for all."""
+    clause = expr.for_in
+    if clause.inner_for_in is not None or clause.ifs or iterate(walker, evaluate(walker, clause.iter)) is not None:
+        return OPAQUE
+    saved = dict(walker.env)
+    try:
+        assign(walker, clause.target, OPAQUE)
+        element = evaluate(walker, expr.value)
+    finally:
+        walker.frame.env = saved  # type: ignore[union-attr]
+    return RepeatedDict({"*": element}) if isinstance(element, (ModuleObj, Param)) else OPAQUE
+
+
+def iterate(walker: Walker, value: Any) -> list[Any] | None:
+    """The elements a loop over `value` takes, one by one; None when the walk does not know them."""
+    if isinstance(value, tuple):
+        return list(value)
+    if isinstance(value, dict):
+        return list(value)
+    return as_items(value)
+
+
+def assign(walker: Walker, target: cst.BaseExpression, value: Any) -> None:
+    if isinstance(target, cst.Name):
+        walker.env[target.value] = value
+    elif isinstance(target, (cst.Tuple, cst.List)):
+        elements = [e.value for e in target.elements]
+        parts = _unpack(value, len(elements))
+        for element, part in zip(elements, parts):
+            assign(walker, element, part)
+    elif isinstance(target, cst.Attribute):
+        owner = evaluate(walker, target.value)
+        set_attribute(walker, owner, target.attr.value, value)
+
+
+def _unpack(value: Any, n: int) -> list[Any]:
+    if isinstance(value, tuple) and len(value) == n:
+        return list(value)
+    if isinstance(value, ItemList) and len(value.items) == n:
+        return list(value.items)
+    if isinstance(value, Data):
+        return [value] * n
+    return [OPAQUE] * n
+
+
+def set_attribute(walker: Walker, owner: Any, name: str, value: Any) -> None:
+    if isinstance(owner, Param):
+        owner.attrs[name] = value
+    elif isinstance(owner, ModuleObj):
+        if isinstance(value, (Param, ModuleObj)):
+            owner.children[name] = value
+            owner.attrs.pop(name, None)
+        else:
+            owner.attrs[name] = value
+            owner.children.pop(name, None)
+    elif isinstance(owner, GradRef) and name in ("data", "grad"):
+        walker.state.forget(owner.param)
+
+
+def augmented(walker: Walker, node: cst.AugAssign) -> None:
+    value = evaluate(walker, node.value)
+    target = evaluate(walker, node.target)
+    if isinstance(target, GradRef):
+        walker.state.forget(target.param)
+        return
+    if isinstance(node.target, cst.Name):
+        if isinstance(target, Data) or isinstance(value, Data):
+            walker.env[node.target.value] = library.merge_data([target, value])
+        else:
+            walker.env[node.target.value] = OPAQUE
+    for v in (value,):
+        sync.forget_value(walker, v) if isinstance(v, _WALKED) and not isinstance(v, ItemList) else None
+
+
+def evaluate_call(walker: Walker, node: cst.Call) -> Any:
+    func = evaluate(walker, node.func)
+    args: list[tuple[Any, cst.BaseExpression]] = []
+    kwargs: dict[str, tuple[Any, cst.BaseExpression]] = {}
+    for arg in node.args:
+        if arg.star:
+            value = evaluate(walker, arg.value)
+            sync.forget_value(walker, value)
+            return OPAQUE
+        value = evaluate(walker, arg.value)
+        if arg.keyword is not None:
+            kwargs[arg.keyword.value] = (value, arg.value)
+        else:
+            args.append((value, arg.value))
+    return call(walker, func, args, kwargs, node)
+
+
+def call(walker: Walker, func: Any, args: list, kwargs: dict, node: cst.Call) -> Any:
+    if isinstance(func, FunctionValue):
+        return call_function(walker, func, None, args, kwargs)
+    if isinstance(func, MethodRef):
+        return call_function(walker, func.func, func.receiver, args, kwargs)
+    if isinstance(func, ClassValue):
+        return library.instantiate(walker, func, args, kwargs, node)
+    if isinstance(func, Builtin):
+        return library.call_builtin(walker, func.name, args, kwargs, node)
+    if isinstance(func, Bound):
+        return library.call_method(walker, func.receiver, func.name, args, kwargs, node)
+    if isinstance(func, Qual):
+        return library.call_library(walker, func.name, args, kwargs, node)
+    if isinstance(func, ModuleObj):
+        return library.merge_data([v for v, _ in args] + [Data(models=(func,))])
+    for value, _ in [*args, *kwargs.values()]:
+        sync.forget_value(walker, value)
+    return OPAQUE
+
+
+def call_function(walker: Walker, func: FunctionValue, receiver: Any, args: list, kwargs: dict) -> Any:
+    """A function of the program: walked with its arguments (a generator yields its list argument whole)."""
+    fn = func.node
+    if func.scope is None:
+        return OPAQUE
+    if _is_generator(fn):
+        lists = [v for v, _ in args if isinstance(v, ItemList)]
+        return ItemList([lists[0]]) if lists else OPAQUE
+    env = bind(walker, func, receiver, args, kwargs)
+    if env is None:
+        for value, _ in [*args, *kwargs.values()]:
+            sync.forget_value(walker, value)
+        return OPAQUE
+    return walker.run_function(fn, func.scope, env, receiver, func.owner)
+
+
+def bind(walker: Walker, func: FunctionValue, receiver: Any, args: list, kwargs: dict) -> dict[str, Any] | None:
+    params = func.node.params
+    positional = [*params.posonly_params, *params.params]
+    values = [v for v, _ in args]
+    if receiver is not None:
+        values = [receiver, *values]
+    if len(values) > len(positional) and not isinstance(params.star_arg, cst.Param):
+        return None
+    env: dict[str, Any] = {}
+    for param, value in zip(positional, values):
+        env[param.name.value] = value
+    for param in [*positional, *params.kwonly_params]:
+        name = param.name.value
+        if name in kwargs:
+            env[name] = kwargs[name][0]
+        elif name not in env:
+            env[name] = _default(walker, func, param)
+    if isinstance(params.star_arg, cst.Param):
+        env[params.star_arg.name.value] = OPAQUE
+    if params.star_kwarg is not None:
+        env[params.star_kwarg.name.value] = OPAQUE
+    if func.owner is not None and receiver is not None:
+        env["__class__"] = func.owner
+    return env
+
+
+def _default(walker: Walker, func: FunctionValue, param: cst.Param) -> Any:
+    if param.default is None:
+        return OPAQUE
+    if isinstance(param.default, (cst.Integer, cst.Float, cst.SimpleString)):
+        return param.default.evaluated_value
+    if isinstance(param.default, cst.Name) and param.default.value in ("None", "True", "False"):
+        return {"None": None, "True": True, "False": False}[param.default.value]
+    return OPAQUE
+
+
+def _is_generator(fn: cst.FunctionDef) -> bool:
+    found = []
+
+    class _Yields(cst.CSTVisitor):
+        def visit_Yield(self, node: cst.Yield) -> bool:  # noqa: N802 - libcst's visitor naming
+            found.append(node)
+            return False
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:  # noqa: N802
+            return node is fn
+
+        def visit_Lambda(self, node: cst.Lambda) -> bool:  # noqa: N802
+            return False
+
+    fn.visit(_Yields())
+    return bool(found)

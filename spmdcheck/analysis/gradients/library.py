@@ -1,0 +1,396 @@
+"""Library names in the gradient walk: torch.nn modules and their parameters, optimizers,
+DistributedDataParallel, torch.distributed's reductions and group sizes, bucket flattening, backward(),
+builtins, and the methods of the walked values."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import libcst as cst
+
+from spmdcheck.analysis.gradients import sync
+from spmdcheck.analysis.gradients.state import (
+    OPAQUE,
+    Bucket,
+    Chunks,
+    Data,
+    GradRef,
+    Group,
+    ItemList,
+    ModuleObj,
+    Optimizer,
+    Param,
+    Qual,
+    Rank,
+    SuperRef,
+    Synced,
+    WorldSize,
+)
+from spmdcheck.analysis.values import ClassValue, FunctionValue, LazyImport, ModuleRef
+
+if TYPE_CHECKING:
+    from spmdcheck.analysis.gradients.walker import Walker
+
+# torch.nn layers whose own parameters the walk makes: (weight, bias) unless `bias=False` / no affine
+_WEIGHT_AND_BIAS = {"LayerNorm", "Linear", "GroupNorm", "BatchNorm1d", "BatchNorm2d", "Conv1d", "Conv2d", "Bilinear"}
+_WEIGHT_ONLY = {"Embedding", "RMSNorm"}
+_CONTAINERS = {"ModuleList", "ModuleDict", "Sequential", "ParameterList"}
+_MODULE_BASES = _WEIGHT_AND_BIAS | _WEIGHT_ONLY | _CONTAINERS | {"Module"}
+_PURE_GRAD_READERS = {"clip_grad_norm_", "clip_grads_with_norm_", "get_total_norm"}  # scale by one number
+
+
+def _last(name: str) -> str:
+    return name.rsplit(".", 1)[-1]
+
+
+def library_base(cls: ClassValue) -> str | None:
+    """The torch.nn class a program class derives from (through the program's own classes), if any."""
+    for klass in cls.mro():
+        for base in klass.bases:
+            if isinstance(base, ModuleRef) and base.qualname.startswith("torch"):
+                return base.qualname
+            if isinstance(base, LazyImport) and base.module.startswith("torch"):
+                return f"{base.module}.{base.name}"
+    return None
+
+
+def is_module_class(cls: ClassValue) -> bool:
+    base = library_base(cls)
+    return base is not None and _last(base) in _MODULE_BASES
+
+
+def library_module_init(walker: Walker, qualname: str, obj: ModuleObj, args: list, kwargs: dict) -> None:
+    """`torch.nn.<Layer>.__init__`: the layer's own parameters on `obj`."""
+    kind = _last(qualname)
+    if kind in _WEIGHT_AND_BIAS or kind in _WEIGHT_ONLY:
+        if kwargs.get("elementwise_affine", (True,))[0] is False:
+            return
+        obj.children.setdefault("weight", _new_param(walker))
+        if kind in _WEIGHT_AND_BIAS and kwargs.get("bias", (True,))[0] is not False:
+            obj.children.setdefault("bias", _new_param(walker))
+    elif kind in _CONTAINERS and args:
+        _fill_container(obj, args[0][0])
+
+
+def _fill_container(obj: ModuleObj, items: Any) -> None:
+    if isinstance(items, ItemList):
+        for i, item in enumerate(items.items):
+            obj.children["*" if items.repeated else str(i)] = item
+    elif isinstance(items, dict):
+        for key, item in items.items():
+            obj.children[str(key)] = item
+    elif isinstance(items, (ModuleObj, Param)):
+        obj.children["0"] = items
+
+
+def _new_param(walker: Walker) -> Param:
+    param = Param()
+    walker.params_made.append(param)
+    return param
+
+
+def instantiate(walker: Walker, cls: ClassValue, args: list, kwargs: dict, node: cst.Call) -> Any:
+    """A class of the program: an nn.Module (or any object) built by walking its `__init__`."""
+    if not is_module_class(cls):
+        return OPAQUE
+    obj = ModuleObj(cls.name, attrs={"__class__": cls})
+    init = cls.lookup("__init__")
+    if isinstance(init, FunctionValue):
+        walker.call_function(walker, init, obj, args, kwargs)
+    else:
+        library_module_init(walker, library_base(cls) or "", obj, args, kwargs)
+    return obj
+
+
+def merge_data(values: list[Any]) -> Data:
+    """A tensor computed from `values`: split over every axis one of them is, made by all their models."""
+    axes: set[str] = set()
+    divisions: list = []
+    models: list[ModuleObj] = []
+    for value in values:
+        if isinstance(value, Data):
+            axes |= value.shard_axes
+            divisions.extend(value.divisions)
+            models.extend(m for m in value.models if m not in models)
+    return Data(frozenset(axes), tuple(divisions), tuple(models))
+
+
+def world_axis(walker: Walker) -> str | None:
+    """The default (world) group's axis: the mesh's, when it has one axis."""
+    return walker.mesh[0] if len(walker.mesh) == 1 else None
+
+
+def group_axis(walker: Walker, group: Any, given: bool) -> tuple[bool, str | None]:
+    """(known, axis) of a `group=` argument: (True, None) is a group on no single axis, (False, _) unknown."""
+    if not given or group is None:
+        return True, world_axis(walker)
+    if isinstance(group, Group):
+        return group.axis is not None, group.axis
+    if isinstance(group, Qual) and group.name.endswith("group.WORLD"):
+        return True, world_axis(walker)
+    return False, None
+
+
+def _arg(args: list, kwargs: dict, index: int, name: str) -> tuple[Any, bool]:
+    if name in kwargs:
+        return kwargs[name][0], True
+    if len(args) > index:
+        return args[index][0], True
+    return None, False
+
+
+def call_library(walker: Walker, name: str, args: list, kwargs: dict, node: cst.Call) -> Any:
+    last = _last(name)
+    if name.startswith("torch.distributed") or name.startswith("torch.distributed.distributed_c10d"):
+        handled = _distributed(walker, last, args, kwargs, node)
+        if handled is not NotImplemented:
+            return handled
+    if last == "Parameter":
+        return _new_param(walker)
+    if last == "DistributedDataParallel":
+        return _ddp(walker, args, kwargs, node)
+    if ".optim." in name and last[:1].isupper():
+        params, _ = _arg(args, kwargs, 0, "params")
+        return Optimizer(_param_list(params))
+    if last == "_flatten_dense_tensors" and args and isinstance(args[0][0], ItemList):
+        return Bucket(list(args[0][0].items))
+    if last == "_unflatten_dense_tensors" and args and isinstance(args[0][0], Bucket):
+        bucket = args[0][0]
+        return ItemList([Synced(bucket, i) for i in range(len(bucket.sources))])
+    if name.startswith("torch.autograd") and last == "backward" and args:
+        losses = args[0][0].items if isinstance(args[0][0], ItemList) else [args[0][0]]
+        for loss in losses:
+            if isinstance(loss, Data):
+                sync.backward(walker, loss, node)
+        return None
+    if name.startswith("torch.nn") and last in _MODULE_BASES:
+        obj = ModuleObj(last)
+        library_module_init(walker, name, obj, args, kwargs)
+        return obj
+    if last in _PURE_GRAD_READERS:
+        return OPAQUE
+    values = [v for v, _ in [*args, *kwargs.values()]]
+    if any(isinstance(v, Data) for v in values):
+        return merge_data(values)
+    for value in values:
+        sync.forget_value(walker, value)
+    return OPAQUE
+
+
+def _distributed(walker: Walker, last: str, args: list, kwargs: dict, node: cst.Call) -> Any:
+    if last in ("get_world_size", "get_rank"):
+        group, given = _arg(args, kwargs, 0, "group")
+        known, axis = group_axis(walker, group, given)
+        if not known or axis is None:
+            return OPAQUE
+        return WorldSize(axis) if last == "get_world_size" else Rank(axis)
+    if last == "new_group":
+        return Group(None)
+    if last in ("all_reduce", "all_reduce_coalesced"):
+        tensor, _ = _arg(args, kwargs, 0, "tensor" if last == "all_reduce" else "tensors")
+        op, _ = _arg(args, kwargs, 1, "op")
+        group, given = _arg(args, kwargs, 2, "group")
+        known, axis = group_axis(walker, group, given)
+        average = isinstance(op, Qual) and op.name.endswith(".AVG")
+        api = f"dist.{last}"
+        operand = walker.text(args[0][1]) if args else "tensor"
+        targets = tensor.items if isinstance(tensor, ItemList) else [tensor]
+        for target in targets:
+            sync.reduce_value(walker, target, axis if known else None, average, node, api, operand)
+        return None
+    return NotImplemented
+
+
+def _ddp(walker: Walker, args: list, kwargs: dict, node: cst.Call) -> Any:
+    inner, _ = _arg(args, kwargs, 0, "module")
+    if not isinstance(inner, ModuleObj):
+        return OPAQUE
+    group, given = _arg(args, kwargs, 3, "process_group")
+    known, axis = group_axis(walker, group, given)
+    wrapper = ModuleObj("DistributedDataParallel", children={"module": inner}, inner=inner)
+    if known and axis is not None:
+        wrapper.ddp_axis, wrapper.ddp_node = axis, walker.remember(node)
+    return wrapper
+
+
+def _param_list(value: Any) -> list[Param] | None:
+    if isinstance(value, ItemList):
+        out: list[Param] = []
+        for item in value.items:
+            if isinstance(item, Param):
+                out.append(item)
+            elif isinstance(item, dict) and isinstance(item.get("params"), ItemList):
+                nested = _param_list(item["params"])
+                if nested is None:
+                    return None
+                out.extend(nested)
+            else:
+                return None
+        return out
+    return None
+
+
+def call_builtin(walker: Walker, name: str, args: list, kwargs: dict, node: cst.Call) -> Any:
+    values = [v for v, _ in args]
+    if name in ("getattr", "hasattr") and len(values) >= 2 and isinstance(values[1], str):
+        owner, attr = values[0], values[1]
+        if isinstance(owner, Param):
+            if attr not in ("requires_grad", "grad", "main_grad"):
+                walker.tested_attrs.add(attr)
+            if name == "hasattr":
+                return attr in owner.attrs or attr in ("grad", "main_grad", "requires_grad")
+            if attr in owner.attrs:
+                return owner.attrs[attr]
+            if attr == "requires_grad":
+                return True
+            return values[2] if len(values) > 2 else OPAQUE
+        if isinstance(owner, ModuleObj) and name == "getattr":
+            return owner.children.get(attr, owner.attrs.get(attr, values[2] if len(values) > 2 else OPAQUE))
+        return OPAQUE
+    if name == "setattr" and len(values) == 3 and isinstance(values[1], str):
+        if isinstance(values[0], Param):
+            values[0].attrs[values[1]] = values[2]
+        elif isinstance(values[0], ModuleObj):
+            values[0].attrs[values[1]] = values[2]
+        return None
+    if name == "zip" and values:
+        lists = [_items(v) for v in values]
+        if any(items is None for items in lists):
+            return OPAQUE
+        return ItemList([tuple(group) for group in zip(*lists)])  # type: ignore[misc]
+    if name == "enumerate" and values:
+        items = _items(values[0])
+        return OPAQUE if items is None else ItemList([(OPAQUE, item) for item in items])
+    if name in ("list", "tuple", "reversed", "sorted") and values:
+        items = _items(values[0])
+        return OPAQUE if items is None else ItemList(list(items))
+    if name == "len" and values:
+        items = _items(values[0])
+        return OPAQUE if items is None else len(items)
+    if name == "super":
+        frame = walker.frame
+        if frame is not None and isinstance(frame.env.get("__class__"), ClassValue) and frame.receiver is not None:
+            from_cls = frame.env["__class__"]
+            return _super(from_cls, frame.receiver)
+        return OPAQUE
+    if name == "print":
+        return None
+    for value in values:
+        sync.forget_value(walker, value) if not isinstance(value, (Data, str, int, float)) else None
+    return OPAQUE
+
+
+def _super(cls: ClassValue, receiver: Any) -> Any:
+    return SuperRef(cls, receiver)
+
+
+def _items(value: Any) -> list[Any] | None:
+    if isinstance(value, ItemList):
+        return value.items
+    if isinstance(value, tuple):
+        return list(value)
+    if isinstance(value, dict):
+        return list(value)
+    return None
+
+
+def call_method(walker: Walker, receiver: Any, name: str, args: list, kwargs: dict, node: cst.Call) -> Any:
+    values = [v for v, _ in args]
+    if name.startswith("__library_init__:"):
+        if isinstance(receiver, ModuleObj):
+            library_module_init(walker, name.split(":", 1)[1], receiver, args, kwargs)
+        return None
+    if isinstance(receiver, ModuleObj):
+        return _module_method(walker, receiver, name, args, kwargs, node)
+    if isinstance(receiver, Optimizer):
+        if name == "step":
+            sync.checkpoint(walker, receiver.params, node)
+            return None
+        if name == "zero_grad":
+            for param in receiver.params if receiver.params is not None else list(walker.state.params.values()):
+                walker.state.forget(param)
+            return None
+        return OPAQUE
+    if isinstance(receiver, GradRef):
+        return _grad_method(walker, receiver, name, values, node)
+    if isinstance(receiver, Bucket):
+        if name == "div_" and values and isinstance(values[0], WorldSize):
+            sync.divide_value(walker, receiver, values[0].axis, node)
+        elif name.endswith("_"):
+            receiver.ops.append(("forget",))
+        return receiver if name.endswith("_") else OPAQUE
+    if isinstance(receiver, ItemList):
+        if name == "append" and values:
+            receiver.items.append(values[0])
+        elif name == "extend" and values and _items(values[0]) is not None:
+            receiver.items.extend(_items(values[0]) or [])
+        return None
+    if isinstance(receiver, Data) or receiver is OPAQUE:
+        return _tensor_method(walker, receiver, name, args, kwargs, node)
+    if (
+        isinstance(receiver, str)
+        and name in ("startswith", "endswith", "split", "replace", "lower")
+        and all(isinstance(v, (str, tuple)) for v in values)
+    ):
+        return getattr(receiver, name)(*values)
+    if isinstance(receiver, dict) and name in ("items", "values", "keys", "get"):
+        if name == "get":
+            return receiver.get(values[0], values[1] if len(values) > 1 else None) if values else OPAQUE
+        return ItemList(list(getattr(receiver, name)()))
+    for value in values:
+        sync.forget_value(walker, value)
+    return OPAQUE
+
+
+def _tensor_method(walker: Walker, receiver: Any, name: str, args: list, kwargs: dict, node: cst.Call) -> Any:
+    data = receiver if isinstance(receiver, Data) else Data()
+    if name == "chunk" and args:
+        return Chunks(data, args[0][0])
+    if name == "backward" and isinstance(receiver, Data):
+        sync.backward(walker, receiver, node)
+        return None
+    if isinstance(receiver, Data):
+        return merge_data([receiver, *[v for v, _ in args]])
+    return OPAQUE
+
+
+def _module_method(walker: Walker, obj: ModuleObj, name: str, args: list, kwargs: dict, node: cst.Call) -> Any:
+    if name == "parameters":
+        return ItemList([p for _, p in obj.named_parameters()])
+    if name == "named_parameters":
+        return ItemList([(n, p) for n, p in obj.named_parameters()])
+    if name == "zero_grad":
+        for _, param in obj.named_parameters():
+            walker.state.forget(param)
+        return None
+    if name in ("train", "eval", "to", "cuda", "cpu", "float", "half", "bfloat16", "requires_grad_"):
+        return obj
+    if name in ("children", "modules"):
+        return ItemList([c for c in obj.children.values() if isinstance(c, ModuleObj)])
+    if name in ("named_children", "items"):
+        return ItemList([(k, c) for k, c in obj.children.items() if isinstance(c, ModuleObj)])
+    if name in ("values",):
+        return ItemList([c for c in obj.children.values()])
+    if name == "forward":
+        return merge_data([v for v, _ in args] + [Data(models=(obj,))])
+    for value, _ in args:
+        sync.forget_value(walker, value)
+    sync.forget_value(walker, obj)
+    return OPAQUE
+
+
+def _grad_method(walker: Walker, grad: GradRef, name: str, values: list, node: cst.Call) -> Any:
+    if name == "div_" and values and isinstance(values[0], WorldSize):
+        sync.divide_value(walker, grad, values[0].axis, node)
+        return grad
+    if name == "copy_" and values:
+        sync.copy_into(walker, grad, values[0])
+        return grad
+    if name in ("div", "__truediv__") and values and isinstance(values[0], WorldSize):
+        return GradRef(grad.param, (*grad.ops, ("div", values[0].axis, walker.remember(node))))
+    if name.endswith("_") or name in ("register_hook",):
+        walker.state.forget(grad.param)
+        return grad
+    if name in ("clone", "detach", "float", "contiguous", "view", "reshape", "flatten"):
+        return GradRef(grad.param, grad.ops)
+    return OPAQUE

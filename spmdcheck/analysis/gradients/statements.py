@@ -1,0 +1,133 @@
+"""Statements of the gradient walk: blocks, `if` (both arms joined when the walk cannot decide the test),
+`for` (one pass per element of a list it follows, else the body once joined with not running it), `with`,
+`try`, assignments and returns."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import libcst as cst
+
+from spmdcheck.analysis.gradients import exprs
+from spmdcheck.analysis.gradients.state import OPAQUE
+from spmdcheck.analysis.gradients.walker import Break, Continue, Return, Walker
+
+
+def exec_block(walker: Walker, body: Sequence[cst.CSTNode]) -> None:
+    for stmt in body:
+        exec_stmt(walker, stmt)
+
+
+def exec_stmt(walker: Walker, stmt: cst.CSTNode) -> None:
+    walker.tick()
+    if isinstance(stmt, cst.SimpleStatementLine):
+        for small in stmt.body:
+            exec_small(walker, small)
+    elif isinstance(stmt, cst.If):
+        exec_if(walker, stmt)
+    elif isinstance(stmt, cst.For):
+        exec_for(walker, stmt)
+    elif isinstance(stmt, cst.While):
+        exec_unknown_loop(walker, stmt.body.body, None)
+    elif isinstance(stmt, cst.With):
+        exec_with(walker, stmt)
+    elif isinstance(stmt, cst.Try):
+        exec_block(walker, stmt.body.body)
+        if stmt.finalbody is not None:
+            exec_block(walker, stmt.finalbody.body.body)
+    elif isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+        walker.env[stmt.name.value] = OPAQUE
+
+
+def exec_small(walker: Walker, small: cst.BaseSmallStatement) -> None:
+    if isinstance(small, cst.Expr):
+        exprs.evaluate(walker, small.value)
+    elif isinstance(small, cst.Assign):
+        value = exprs.evaluate(walker, small.value)
+        for target in small.targets:
+            exprs.assign(walker, target.target, value)
+    elif isinstance(small, cst.AnnAssign) and small.value is not None:
+        exprs.assign(walker, small.target, exprs.evaluate(walker, small.value))
+    elif isinstance(small, cst.AugAssign):
+        exprs.augmented(walker, small)
+    elif isinstance(small, cst.Return):
+        raise Return(exprs.evaluate(walker, small.value) if small.value is not None else None)
+    elif isinstance(small, cst.Raise):
+        raise Return(OPAQUE)
+    elif isinstance(small, cst.Break):
+        raise Break
+    elif isinstance(small, cst.Continue):
+        raise Continue
+
+
+def exec_if(walker: Walker, node: cst.If) -> None:
+    truth = exprs.test(walker, node.test)
+    orelse = node.orelse
+    other: Sequence[cst.CSTNode] = []
+    if isinstance(orelse, cst.If):
+        other = [orelse]
+    elif isinstance(orelse, cst.Else):
+        other = orelse.body.body
+    if truth is True:
+        exec_block(walker, node.body.body)
+    elif truth is False:
+        exec_block(walker, other)
+    else:
+        exec_both(walker, node.body.body, other)
+
+
+def exec_both(walker: Walker, first: Sequence[cst.CSTNode], second: Sequence[cst.CSTNode]) -> None:
+    """Two paths the walk cannot choose between: each on its own copy; what they disagree on is unknown."""
+    before_state, before_env = walker.state.copy(), dict(walker.env)
+    ended_first = _exec_path(walker, first)
+    after_state, after_env = walker.state, dict(walker.env)
+    walker.state = before_state
+    walker.frame.env = before_env  # type: ignore[union-attr]
+    ended_second = _exec_path(walker, second)
+    walker.state.join(after_state)
+    for name in set(after_env) | set(walker.env):
+        if after_env.get(name, OPAQUE) is not walker.env.get(name, OPAQUE):
+            walker.env[name] = OPAQUE
+    if ended_first is not None and ended_second is not None:
+        raise ended_first
+
+
+def _exec_path(walker: Walker, body: Sequence[cst.CSTNode]) -> Exception | None:
+    try:
+        exec_block(walker, body)
+    except (Return, Break, Continue) as ended:
+        return ended
+    return None
+
+
+def exec_for(walker: Walker, node: cst.For) -> None:
+    items = exprs.iterate(walker, exprs.evaluate(walker, node.iter))
+    if items is None:
+        exec_unknown_loop(walker, node.body.body, node.target)
+        return
+    for item in items:
+        exprs.assign(walker, node.target, item)
+        try:
+            exec_block(walker, node.body.body)
+        except Continue:
+            continue
+        except Break:
+            break
+
+
+def exec_unknown_loop(walker: Walker, body: Sequence[cst.CSTNode], target: cst.BaseExpression | None) -> None:
+    """A loop over what the walk does not follow: its body once, joined with not running it."""
+    if target is not None:
+        exprs.assign(walker, target, OPAQUE)
+    try:
+        exec_both(walker, body, [])
+    except (Break, Continue):
+        pass
+
+
+def exec_with(walker: Walker, node: cst.With) -> None:
+    for item in node.items:
+        value = exprs.evaluate(walker, item.item)
+        if item.asname is not None:
+            exprs.assign(walker, item.asname.name, OPAQUE if value is None else value)
+    exec_block(walker, node.body.body)

@@ -1,0 +1,216 @@
+"""What backward(), the reductions, divisions and copies on gradients, and the optimizer step do to the gradient
+state (state.py), and the findings they make (SPMD601/602/603/606)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import libcst as cst
+
+from spmdcheck.analysis.gradients.state import (
+    AxisGrad,
+    Bucket,
+    Data,
+    GradRef,
+    ItemList,
+    ModuleObj,
+    Optimizer,
+    Param,
+    Synced,
+)
+from spmdcheck.diagnostics.violations.gradients import (
+    DoubleGradientReduction,
+    GradientAveragedTwice,
+    GradientReductionWrongGroup,
+    MissingGradientReduction,
+)
+
+if TYPE_CHECKING:
+    from spmdcheck.analysis.gradients.walker import Walker
+
+# Megatron's mark of a weight split over the tensor-parallel axis: each rank's gradient is its own block's
+TENSOR_PARALLEL_MARK = "tensor_model_parallel"
+# DeepSpeed's mark of an expert parameter: held by some ranks of the data-parallel group only
+EXPERT_MARK = "allreduce"
+
+
+def tensor_parallel_axis(mesh: tuple[str, ...]) -> str | None:
+    """The axis Megatron's tensor-parallel group spans: `tp`, or the innermost of several (group_inference)."""
+    if "tp" in mesh:
+        return "tp"
+    return mesh[-1] if len(mesh) >= 2 else None
+
+
+def is_expert(param: Param) -> bool:
+    return param.attrs.get(EXPERT_MARK, True) is False
+
+
+def local_on(walker: Walker, param: Param, axis: str) -> bool:
+    """Whether each rank of `axis` holds its own value of `param` (its gradient there is its own, not a sum)."""
+    if param.attrs.get(TENSOR_PARALLEL_MARK) is True and axis == tensor_parallel_axis(walker.mesh):
+        return True
+    return is_expert(param)
+
+
+def backward(walker: Walker, loss: Data, node: cst.CSTNode) -> None:
+    """`loss.backward()`: every parameter of the models that made the loss gets its gradient on each axis the
+    data is split over (a pending sum, or averaged already by a DistributedDataParallel wrapper)."""
+    for model in loss.models:
+        for _, param in model.named_parameters():
+            for axis in sorted(loss.shard_axes):
+                if local_on(walker, param, axis):
+                    continue
+                divisions = tuple(n for a, n in loss.divisions if a == axis)
+                grad = AxisGrad("pending", divisions=divisions)
+                if model.ddp_axis == axis:
+                    if divisions:
+                        walker.report(GradientAveragedTwice(axis, by_ddp=True), divisions[0])
+                    grad = AxisGrad("summed", model.ddp_node, True, (*divisions, model.ddp_node))  # type: ignore[arg-type]
+                walker.state.set(param, axis, grad)
+
+
+def divide(walker: Walker, param: Param, axis: str, node: cst.CSTNode) -> None:
+    grad = walker.state.get(param, axis)
+    if grad is None:
+        return
+    if grad.divisions:
+        first = grad.divisions[-1]
+        by_ddp = grad.by_ddp and first is grad.reduced_at
+        walker.report(GradientAveragedTwice(axis, by_ddp=by_ddp, first=None if by_ddp else walker.site(first)), node)
+    walker.state.set(param, axis, replace(grad, divisions=(*grad.divisions, node)))
+
+
+def reduce(
+    walker: Walker, param: Param, axis: str | None, average: bool, node: cst.CSTNode, api: str, operand: str
+) -> None:
+    """A sum (or average) of `param`'s gradient over the group of `axis` (None: a group the walk cannot place,
+    after which nothing is known of the gradient)."""
+    if axis is None:
+        walker.state.forget(param)
+        return
+    if is_expert(param) and axis in walker.mesh:
+        walker.report(GradientReductionWrongGroup(api, operand, axis, f"{EXPERT_MARK} = False"), node)
+        walker.state.forget(param)
+        return
+    grad = walker.state.get(param, axis)
+    if grad is None:
+        return
+    if grad.status == "summed":
+        first = None if grad.by_ddp or grad.reduced_at is None else walker.site(grad.reduced_at)
+        walker.report(DoubleGradientReduction(api, operand, axis, grad.by_ddp, first), node)
+        return
+    reduced = AxisGrad("summed", node, False, grad.divisions)
+    if average:
+        reduced = replace(reduced, divisions=(*grad.divisions, node))
+    walker.state.set(param, axis, reduced)
+
+
+def apply_ops(walker: Walker, param: Param, ops: tuple | list) -> None:
+    """The ops recorded on a copy of `param`'s gradient (a bucket, a divided value), applied to its state."""
+    for op in ops:
+        if op[0] == "div":
+            divide(walker, param, op[1], op[2])
+        elif op[0] == "reduce":
+            reduce(walker, param, op[1], op[2], op[3], op[4], op[5])
+        elif op[0] == "forget":
+            walker.state.forget(param)
+
+
+def copy_into(walker: Walker, target: GradRef, source: Any) -> None:
+    """`grad.copy_(source)`: the gradient takes the values of `source` (its source gradient with ops applied)."""
+    if isinstance(source, Synced) and source.index < len(source.bucket.sources):
+        origin = source.bucket.sources[source.index]
+        if isinstance(origin, GradRef) and origin.param is target.param:
+            apply_ops(walker, target.param, [*origin.ops, *source.bucket.ops, *source.ops])
+            return
+    if isinstance(source, GradRef) and source.param is target.param:
+        apply_ops(walker, target.param, source.ops)
+        return
+    walker.state.forget(target.param)
+
+
+def reduce_value(
+    walker: Walker, value: Any, axis: str | None, average: bool, node: cst.CSTNode, api: str, operand: str
+) -> bool:
+    """A collective on `value`: a gradient buffer is reduced in place, a bucket records it. False: not a gradient."""
+    walker.remember(node)
+    if isinstance(value, GradRef) and not value.ops:
+        reduce(walker, value.param, axis, average, node, api, operand)
+        return True
+    if isinstance(value, Bucket):
+        value.ops.append(("reduce", axis, average, node, api, operand))
+        if len(value.sources) == 1 and isinstance(value.sources[0], GradRef):
+            # a one-tensor bucket is a view of its gradient: reduced in place
+            reduce(walker, value.sources[0].param, axis, average, node, api, operand)
+        return True
+    return False
+
+
+def divide_value(walker: Walker, value: Any, axis: str, node: cst.CSTNode) -> bool:
+    walker.remember(node)
+    if isinstance(value, GradRef) and not value.ops:
+        divide(walker, value.param, axis, node)
+        return True
+    if isinstance(value, Bucket):
+        value.ops.append(("div", axis, node))
+        return True
+    return False
+
+
+def checkpoint(walker: Walker, params: list[Param] | None, node: cst.CSTNode) -> None:
+    """`optimizer.step()`: every gradient must be whole (no pending sum) on every axis."""
+    chosen = params if params is not None else list(walker.state.params.values())
+    pending: dict[str, list[Param]] = {}
+    for param in chosen:
+        for axis in walker.state.axes_of(param):
+            grad = walker.state.get(param, axis)
+            if grad is not None and grad.status == "pending":
+                pending.setdefault(axis, []).append(param)
+    for axis, missing in sorted(pending.items()):
+        names = tuple(dict.fromkeys(p.name for p in missing))
+        unmatched, mark = _filters(walker, missing)
+        walker.report(MissingGradientReduction(names, axis, unmatched, mark), node)
+
+
+def _filters(walker: Walker, missing: list[Param]) -> tuple[str | None, str | None]:
+    """The attribute a reduction loop selected by that no parameter carries, and the mark to set or select by."""
+    carried = {name for p in walker.all_params() for name, v in p.attrs.items() if v is True}
+    unmatched = next((a for a in sorted(walker.tested_attrs) if a not in carried), None)
+    on_all = set.intersection(*({n for n, v in p.attrs.items() if v is True} for p in missing))
+    on_all -= {TENSOR_PARALLEL_MARK}
+    if unmatched is not None:
+        return unmatched, (sorted(on_all)[0] if on_all else None)
+    tested = sorted(a for a in walker.tested_attrs if a in carried and a != TENSOR_PARALLEL_MARK)
+    return None, (tested[0] if tested else None)
+
+
+def forget_value(walker: Walker, value: Any) -> None:
+    """A call the walk cannot follow received `value`: what is known of the gradients it reaches is dropped."""
+    if isinstance(value, ModuleObj):
+        for _, param in value.named_parameters():
+            walker.state.forget(param)
+    elif isinstance(value, Param):
+        walker.state.forget(value)
+    elif isinstance(value, GradRef):
+        walker.state.forget(value.param)
+    elif isinstance(value, Optimizer) and value.params is not None:
+        for param in value.params:
+            walker.state.forget(param)
+    elif isinstance(value, ItemList):
+        for item in value.items:
+            forget_value(walker, item)
+    elif isinstance(value, tuple):
+        for item in value:
+            forget_value(walker, item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            forget_value(walker, item)
+    elif isinstance(value, Bucket):
+        value.ops.append(("forget",))
+
+
+def model_params(value: Any) -> list[Param] | None:
+    if isinstance(value, ModuleObj):
+        return [p for _, p in value.named_parameters()]
+    return None
