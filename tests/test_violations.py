@@ -17,6 +17,7 @@ from spmdcheck.analysis.findings import Finding
 from spmdcheck.diagnostics.codes import CODES
 from spmdcheck.diagnostics.render import diagnostic_of
 from spmdcheck.diagnostics.violation import Violation
+from spmdcheck.diagnostics.violations.accumulation import AccumulationSyncMisplaced
 from spmdcheck.diagnostics.violations.collectives import (
     CollectiveSrcMismatch,
     CollectiveUntyped,
@@ -35,6 +36,7 @@ from spmdcheck.diagnostics.violations.contracts import (
     UnreducedContractOutput,
 )
 from spmdcheck.diagnostics.violations.control_flow import CollectiveInRankBranch, RankSpecificGraph
+from spmdcheck.diagnostics.violations.gradient_norms import ClipNormWrongAxes
 from spmdcheck.diagnostics.violations.gradients import (
     DoubleGradientReduction,
     GradientAveragedTwice,
@@ -383,6 +385,49 @@ EXAMPLES: list[tuple[Violation, str]] = [
         GradientAveragedTwice("dp", first=3),
         "this divides by the size of axis 'dp' and the gradient was already divided by it at {site:3}: the "
         "gradients are averaged twice, 'dp'-size times too small",
+    ),
+    (
+        AccumulationSyncMisplaced("early", "dp", ("w1", "b1", "w2", "b2"), 4),
+        "this backward() syncs the gradients of `w1`, `b1`, `w2` and 1 more on axis 'dp' (the hook registered"
+        " at {site:4}) before the last micro-batch: the next backward() adds local gradients to the synced "
+        "ones and the next sync sums the synced part again; run every backward() but the last inside "
+        "`no_sync()`",
+    ),
+    (
+        AccumulationSyncMisplaced("never", "dp", ("w1",), 4, 9),
+        "the optimizer steps with the gradients of `w1` never synced on axis 'dp': the last backward() ran "
+        "inside `no_sync()` (entered at {site:9}), so the hook registered at {site:4} never summed them and "
+        "each rank steps with its own; run the last micro-batch's backward() outside `no_sync()`",
+    ),
+    (
+        AccumulationSyncMisplaced("never", "dp", ("module.weight", "module.bias"), 2, 9, by_ddp=True),
+        "the optimizer steps with the gradients of `module.weight`, `module.bias` never synced on axis 'dp': "
+        "the last backward() ran inside `no_sync()` (entered at {site:9}), so the DistributedDataParallel "
+        "wrapper made at {site:2} never summed them and each rank steps with its own; run the last "
+        "micro-batch's backward() outside `no_sync()`",
+    ),
+    (
+        ClipNormWrongAxes(
+            ("tp",),
+            duplicated=("tp",),
+            replicated=("norm.weight", "norm.bias", "fc2.bias", "head.bias"),
+            tensor_parallel="tp",
+        ),
+        "the squared gradient norm of global-norm clipping is summed over 'tp': gradients whole on every rank"
+        " of 'tp' (`norm.weight`, `norm.bias`, `fc2.bias`, ...) are counted once per rank there: count them "
+        "on one rank of 'tp' only (Megatron: `getattr(p, 'tensor_model_parallel', False) or tp_rank == 0`)",
+    ),
+    (
+        ClipNormWrongAxes(("dp",), ("tp",), ("dp",), ("norm.weight",)),
+        "the squared gradient norm of global-norm clipping is summed over 'dp': the gradients are sharded "
+        "over 'tp', which this sum leaves out (each rank clips with the norm of its own shards); gradients "
+        "whole on every rank of 'dp' (`norm.weight`) are counted once per rank there: leave 'dp' out of the "
+        "sum",
+    ),
+    (
+        ClipNormWrongAxes(("dp",), ("tp",)),
+        "the squared gradient norm of global-norm clipping is summed over 'dp': the gradients are sharded "
+        "over 'tp', which this sum leaves out (each rank clips with the norm of its own shards)",
     ),
 ]
 

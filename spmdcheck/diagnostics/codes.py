@@ -214,6 +214,20 @@ _ALL = [
         "the whole data-parallel group).",
     ),
     Code(
+        "SPMD604",
+        "accumulation-sync-misplaced",
+        "error",
+        "With gradient accumulation the gradients are synchronised before the last micro-batch (and then again), "
+        "or never (`no_sync()` covers the last backward).",
+    ),
+    Code(
+        "SPMD605",
+        "clip-norm-wrong-axes",
+        "error",
+        "The squared gradient norm of global-norm clipping is reduced over other axes than the ones the gradients "
+        "are sharded over, or counts a replicated gradient once per rank.",
+    ),
+    Code(
         "SPMD606",
         "gradient-averaged-twice",
         "error",

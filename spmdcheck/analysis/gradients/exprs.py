@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 
-from spmdcheck.analysis.gradients import library, sync
+from spmdcheck.analysis.gradients import accumulation, library, norms, sync
 from spmdcheck.analysis.gradients.state import (
     OPAQUE,
     Bound,
@@ -135,7 +135,10 @@ def evaluate(walker: Walker, expr: cst.BaseExpression) -> Any:
         return operand if isinstance(operand, Data) else OPAQUE
     if isinstance(expr, (cst.BooleanOperation, cst.Comparison, cst.UnaryOperation)):
         truth = test(walker, expr)
-        return OPAQUE if truth is None else truth
+        if truth is None:  # `tp_rank == 0` kept as a condition on one rank of an axis (norms.py)
+            condition = norms.rank_condition(walker, expr, evaluate, test)
+            return condition if isinstance(condition, norms.RankTest) else OPAQUE
+        return truth
     if isinstance(expr, cst.IfExp):
         truth = test(walker, expr.test)
         if truth is None:
@@ -160,12 +163,16 @@ def attribute(walker: Walker, value: Any, name: str) -> Any:
     if isinstance(value, Param):
         if name in ("grad", "main_grad"):
             return GradRef(value)
+        if name in accumulation.PARAM_HOOKS:
+            return Bound(value, name)
         if name == "requires_grad":
             return value.attrs.get(name, True)
         return value.attrs.get(name, OPAQUE)
     if isinstance(value, GradRef):
         if name == "data":
             return value
+        if name == "norm":
+            return Bound(value, name)
         return Bound(value, name)
     if isinstance(value, ModuleObj):
         return _module_attribute(walker, value, name)
@@ -179,7 +186,7 @@ def attribute(walker: Walker, value: Any, name: str) -> Any:
         return _module_or_name(walker, f"{value.name}.{name}")
     if isinstance(value, SuperRef):
         return _super_attribute(value, name)
-    if isinstance(value, (Data, ItemList, Bucket, Synced, dict, str)) or value is OPAQUE:
+    if isinstance(value, (Data, ItemList, Bucket, Synced, dict, str, norms.SquaredNorm)) or value is OPAQUE:
         return Bound(value, name)
     return OPAQUE
 
@@ -236,6 +243,13 @@ def subscript(walker: Walker, expr: cst.Subscript) -> Any:
 def binary(walker: Walker, expr: cst.BinaryOperation) -> Any:
     left, right = evaluate(walker, expr.left), evaluate(walker, expr.right)
     kind = type(expr.operator).__name__
+    if norms.is_norm_value(left) or norms.is_norm_value(right):
+        combined = norms.binary(kind, left, right)
+        if combined is not None:
+            return combined
+        norms.used(walker, left)
+        norms.used(walker, right)
+        return OPAQUE
     if kind == "Divide" and isinstance(right, WorldSize):
         node = walker.remember(expr)
         if isinstance(left, Data):
@@ -373,6 +387,9 @@ def iterate(walker: Walker, value: Any) -> list[Any] | None:
         return list(value)
     if isinstance(value, dict):
         return list(value)
+    chunks = library.chunk_items(value)
+    if chunks is not None:
+        return chunks
     return as_items(value)
 
 
@@ -416,6 +433,13 @@ def set_attribute(walker: Walker, owner: Any, name: str, value: Any) -> None:
 def augmented(walker: Walker, node: cst.AugAssign) -> None:
     value = evaluate(walker, node.value)
     target = evaluate(walker, node.target)
+    if isinstance(node.target, cst.Name) and (norms.is_norm_value(value) or norms.is_norm_value(target)):
+        kind = type(node.operator).__name__.replace("Assign", "")
+        combined = norms.binary(kind, target, value)
+        if combined is None:
+            norms.used(walker, target)
+        walker.env[node.target.value] = OPAQUE if combined is None else combined
+        return
     if isinstance(target, GradRef):
         walker.state.forget(target.param)
         return
@@ -470,6 +494,10 @@ def call_function(walker: Walker, func: FunctionValue, receiver: Any, args: list
     fn = func.node
     if func.scope is None:
         return OPAQUE
+    if accumulation.is_context_manager(fn) and _is_generator(fn):
+        env = bind(walker, func, receiver, args, kwargs)
+        if env is not None:
+            return accumulation.GeneratorContext(fn, func.scope, env, receiver, func.owner, fn)
     if _is_generator(fn):
         lists = [v for v, _ in args if isinstance(v, ItemList)]
         return ItemList([lists[0]]) if lists else OPAQUE

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 
-from spmdcheck.analysis.gradients import sync
+from spmdcheck.analysis.gradients import accumulation, norms, sync
 from spmdcheck.analysis.gradients.state import (
     OPAQUE,
     Bucket,
@@ -147,6 +147,12 @@ def call_library(walker: Walker, name: str, args: list, kwargs: dict, node: cst.
             return handled
     if last == "Parameter":
         return _new_param(walker)
+    if name.startswith("torch.") and last in norms.ZERO_FACTORIES and not any(isinstance(v, Data) for v, _ in args):
+        return norms.zero()
+    if name.startswith("torch.") and last in norms.NORM_FUNCTIONS and args:
+        found = norms.norm_of(walker, args[0][0], [v for v, _ in args[1:]])
+        if found is not None:
+            return found
     if last == "DistributedDataParallel":
         return _ddp(walker, args, kwargs, node)
     if ".optim." in name and last[:1].isupper():
@@ -170,6 +176,8 @@ def call_library(walker: Walker, name: str, args: list, kwargs: dict, node: cst.
     if last in _PURE_GRAD_READERS:
         return OPAQUE
     values = [v for v, _ in [*args, *kwargs.values()]]
+    for value in values:
+        norms.used(walker, value)
     if any(isinstance(v, Data) for v in values):
         return merge_data(values)
     for value in values:
@@ -196,6 +204,9 @@ def _distributed(walker: Walker, last: str, args: list, kwargs: dict, node: cst.
         operand = walker.text(args[0][1]) if args else "tensor"
         targets = tensor.items if isinstance(tensor, ItemList) else [tensor]
         for target in targets:
+            if isinstance(target, norms.SquaredNorm):
+                norms.reduced(walker, target, axis if known else None, op, node)
+                continue
             sync.reduce_value(walker, target, axis if known else None, average, node, api, operand)
         return None
     return NotImplemented
@@ -260,7 +271,7 @@ def call_builtin(walker: Walker, name: str, args: list, kwargs: dict, node: cst.
         return ItemList([tuple(group) for group in zip(*lists)])  # type: ignore[misc]
     if name == "enumerate" and values:
         items = _items(values[0])
-        return OPAQUE if items is None else ItemList([(OPAQUE, item) for item in items])
+        return OPAQUE if items is None else ItemList([(i, item) for i, item in enumerate(items)])
     if name in ("list", "tuple", "reversed", "sorted") and values:
         items = _items(values[0])
         return OPAQUE if items is None else ItemList(list(items))
@@ -284,7 +295,22 @@ def _super(cls: ClassValue, receiver: Any) -> Any:
     return SuperRef(cls, receiver)
 
 
+MAX_CHUNKS = 64  # micro-batches a loop over `x.chunk(n)` is walked for one by one
+
+
+def chunk_items(value: Any) -> list[Any] | None:
+    """`x.chunk(n)` with a constant `n`: n tensors made as `x` is (a micro-batch loop walks each)."""
+    if isinstance(value, Chunks) and isinstance(value.size, int) and not isinstance(value.size, bool):
+        if 0 < value.size <= MAX_CHUNKS:
+            base = value.base
+            return [Data(base.shard_axes, base.divisions, base.models) for _ in range(value.size)]
+    return None
+
+
 def _items(value: Any) -> list[Any] | None:
+    chunks = chunk_items(value)
+    if chunks is not None:
+        return chunks
     if isinstance(value, ItemList):
         return value.items
     if isinstance(value, tuple):
@@ -302,6 +328,11 @@ def call_method(walker: Walker, receiver: Any, name: str, args: list, kwargs: di
         return None
     if isinstance(receiver, ModuleObj):
         return _module_method(walker, receiver, name, args, kwargs, node)
+    if isinstance(receiver, Param) and name in accumulation.PARAM_HOOKS:
+        return accumulation.register_param_hook(walker, receiver, name, args, node)
+    if isinstance(receiver, norms.SquaredNorm):
+        norms.used(walker, receiver)
+        return OPAQUE
     if isinstance(receiver, Optimizer):
         if name == "step":
             sync.checkpoint(walker, receiver.params, node)
@@ -322,6 +353,7 @@ def call_method(walker: Walker, receiver: Any, name: str, args: list, kwargs: di
     if isinstance(receiver, ItemList):
         if name == "append" and values:
             receiver.items.append(values[0])
+            norms.note_item(walker, values[0])
         elif name == "extend" and values and _items(values[0]) is not None:
             receiver.items.extend(_items(values[0]) or [])
         return None
@@ -373,6 +405,10 @@ def _module_method(walker: Walker, obj: ModuleObj, name: str, args: list, kwargs
         return ItemList([c for c in obj.children.values()])
     if name == "forward":
         return merge_data([v for v, _ in args] + [Data(models=(obj,))])
+    if name in accumulation.MODULE_HOOKS:
+        return accumulation.register_module_hook(walker, obj, args, node)
+    if name == "no_sync" and obj.ddp_axis is not None:
+        return accumulation.no_sync_of(obj, walker.remember(node))
     for value, _ in args:
         sync.forget_value(walker, value)
     sync.forget_value(walker, obj)
@@ -380,6 +416,9 @@ def _module_method(walker: Walker, obj: ModuleObj, name: str, args: list, kwargs
 
 
 def _grad_method(walker: Walker, grad: GradRef, name: str, values: list, node: cst.Call) -> Any:
+    if name == "norm":
+        found = norms.norm_of(walker, grad, values)
+        return OPAQUE if found is None else found
     if name == "div_" and values and isinstance(values[0], WorldSize):
         sync.divide_value(walker, grad, values[0].axis, node)
         return grad

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import libcst as cst
 
-from spmdcheck.analysis.gradients import exprs
+from spmdcheck.analysis.gradients import accumulation, exprs, norms
 from spmdcheck.analysis.gradients.state import OPAQUE
 from spmdcheck.analysis.gradients.walker import Break, Continue, Return, Walker
 
@@ -73,21 +73,34 @@ def exec_if(walker: Walker, node: cst.If) -> None:
     elif truth is False:
         exec_block(walker, other)
     else:
-        exec_both(walker, node.body.body, other)
+        condition = norms.rank_condition(walker, node.test, exprs.evaluate, exprs.test)
+        exec_both(walker, node.body.body, other, condition)
 
 
-def exec_both(walker: Walker, first: Sequence[cst.CSTNode], second: Sequence[cst.CSTNode]) -> None:
-    """Two paths the walk cannot choose between: each on its own copy; what they disagree on is unknown."""
+def exec_both(
+    walker: Walker, first: Sequence[cst.CSTNode], second: Sequence[cst.CSTNode], condition: object = None
+) -> None:
+    """Two paths the walk cannot choose between: each on its own copy; what they disagree on is unknown.
+    `condition`: the first path's (norms.py keeps it for the gradients counted there)."""
     before_state, before_env = walker.state.copy(), dict(walker.env)
-    ended_first = _exec_path(walker, first)
+    norms.push_condition(walker, condition)
+    try:
+        ended_first = _exec_path(walker, first)
+    finally:
+        norms.pop_condition(walker)
     after_state, after_env = walker.state, dict(walker.env)
     walker.state = before_state
     walker.frame.env = before_env  # type: ignore[union-attr]
-    ended_second = _exec_path(walker, second)
+    norms.push_condition(walker, None)
+    try:
+        ended_second = _exec_path(walker, second)
+    finally:
+        norms.pop_condition(walker)
     walker.state.join(after_state)
     for name in set(after_env) | set(walker.env):
         if after_env.get(name, OPAQUE) is not walker.env.get(name, OPAQUE):
-            walker.env[name] = OPAQUE
+            # a squared norm one arm added to keeps its terms (each with the arm's condition): norms.py
+            walker.env[name] = norms.join(after_env.get(name, OPAQUE), walker.env.get(name, OPAQUE))
     if ended_first is not None and ended_second is not None:
         raise ended_first
 
@@ -126,8 +139,16 @@ def exec_unknown_loop(walker: Walker, body: Sequence[cst.CSTNode], target: cst.B
 
 
 def exec_with(walker: Walker, node: cst.With) -> None:
-    for item in node.items:
-        value = exprs.evaluate(walker, item.item)
-        if item.asname is not None:
-            exprs.assign(walker, item.asname.name, OPAQUE if value is None else value)
-    exec_block(walker, node.body.body)
+    leaving = []
+    try:
+        for item in node.items:
+            value = exprs.evaluate(walker, item.item)
+            leave = accumulation.enter(walker, value, node)  # `no_sync()`: the program's or DDP's
+            if leave is not None:
+                leaving.append(leave)
+            if item.asname is not None:
+                exprs.assign(walker, item.asname.name, OPAQUE if value is None else value)
+        exec_block(walker, node.body.body)
+    finally:
+        for leave in reversed(leaving):
+            leave()

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 
+from spmdcheck.analysis.gradients import accumulation
 from spmdcheck.analysis.gradients.state import (
     AxisGrad,
     Bucket,
@@ -63,11 +64,13 @@ def backward(walker: Walker, loss: Data, node: cst.CSTNode) -> None:
                     continue
                 divisions = tuple(n for a, n in loss.divisions if a == axis)
                 grad = AxisGrad("pending", divisions=divisions)
-                if model.ddp_axis == axis:
+                if model.ddp_axis == axis and accumulation.ddp_syncs(model):
                     if divisions:
                         walker.report(GradientAveragedTwice(axis, by_ddp=True), divisions[0])
                     grad = AxisGrad("summed", model.ddp_node, True, (*divisions, model.ddp_node))  # type: ignore[arg-type]
-                walker.state.set(param, axis, grad)
+                # repeated backward() calls add into `.grad` (micro-batches): accumulation.py
+                walker.state.set(param, axis, accumulation.accumulate(walker, param, axis, grad, node))
+    accumulation.after_backward(walker, loss.models, node)  # hooks, and what `no_sync()` left pending
 
 
 def divide(walker: Walker, param: Param, axis: str, node: cst.CSTNode) -> None:
@@ -167,6 +170,7 @@ def checkpoint(walker: Walker, params: list[Param] | None, node: cst.CSTNode) ->
             grad = walker.state.get(param, axis)
             if grad is not None and grad.status == "pending":
                 pending.setdefault(axis, []).append(param)
+    pending = accumulation.claim_unsynced(walker, pending, node)  # SPMD604: the last backward ran in no_sync()
     for axis, missing in sorted(pending.items()):
         names = tuple(dict.fromkeys(p.name for p in missing))
         unmatched, mark = _filters(walker, missing)

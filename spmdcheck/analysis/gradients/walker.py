@@ -69,6 +69,8 @@ class Walker:
     frame: WalkFrame | None = None
     call_stack: list[int] = field(default_factory=list)
     reported: bool = False
+    accumulation: Any = None  # accumulation.Accumulation: hooks, contexts entered (SPMD604)
+    clipping: Any = None  # norms.Clipping: conditions of the undecided `if` arms, counted gradients (SPMD605)
     node_files: dict[int, tuple[cst.CSTNode, FileContext]] = field(default_factory=dict)
     # the walk's statements and calls (statements.py, exprs.py), given by step.py: they call back into this
     exec_block: Callable[[Walker, Sequence[cst.CSTNode]], None] = field(default=lambda w, body: None)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from spmdcheck.diagnostics.violation import Violation
 from spmdcheck.diagnostics.violations import (
+    accumulation,
     collectives,
     contracts,
     control_flow,
+    gradient_norms,
     gradients,
     inference,
     inputs,
@@ -14,7 +16,18 @@ from spmdcheck.diagnostics.violations import (
     pending,
 )
 
-FAMILIES = (inputs, inference, pending, collectives, contracts, control_flow, gradients, notes)
+FAMILIES = (
+    inputs,
+    inference,
+    pending,
+    collectives,
+    contracts,
+    control_flow,
+    gradients,
+    accumulation,
+    gradient_norms,
+    notes,
+)
 
 
 def _concrete(module: object) -> list[type[Violation]]:

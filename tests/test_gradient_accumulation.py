@@ -1,0 +1,171 @@
+"""Gradient accumulation and global-norm clipping in the gradient walk (analysis/gradients/accumulation.py,
+norms.py): SPMD604 where the sync runs relative to the micro-batches, SPMD605 where the squared norm is summed;
+silent wherever the walk cannot tell (an averaging sync, a hook per micro-batch, an unknown group or op)."""
+
+from __future__ import annotations
+
+import pytest
+
+from spmdcheck.api import Settings, check_source
+
+WRAPPER = """
+from contextlib import contextmanager, nullcontext
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+
+
+class DataParallel(nn.Module):
+    def __init__(self, module):
+        super().__init__()
+        self.module = module
+        self.sync = True
+        for param in module.parameters():
+            param.{register}(self._sync_grad)
+
+    def _sync_grad(self, param):
+        if self.sync:
+            {sync}
+
+    @contextmanager
+    def no_sync(self):
+        self.sync = False
+        yield
+        self.sync = True
+
+    def forward(self, x):
+        return self.module(x)
+
+
+def train(inputs, targets):
+    model = DataParallel(nn.Linear(8, 4))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    inputs = inputs.chunk(dist.get_world_size())[dist.get_rank()]
+    targets = targets.chunk(dist.get_world_size())[dist.get_rank()]
+    for i, (x, y) in enumerate(zip(inputs.chunk(3), targets.chunk(3))):
+        with model.no_sync() if {condition} else nullcontext():
+            F.mse_loss(model(x), y).backward()
+    optimizer.step()
+"""
+
+SUM = "dist.all_reduce(param.grad)"
+AVERAGE = "dist.all_reduce(param.grad, op=dist.ReduceOp.AVG)"
+POST = "register_post_accumulate_grad_hook"
+
+
+def _codes(source: str, mesh: tuple[str, ...]) -> list[tuple[int, str]]:
+    return [(d.line, d.code) for d in check_source(source, "<accumulation>", Settings(mesh=mesh))]
+
+
+def _line_of(source: str, text: str) -> int:
+    return next(i for i, line in enumerate(source.splitlines(), 1) if text in line)
+
+
+@pytest.mark.parametrize(
+    "register,sync,condition,expected",
+    [
+        (POST, SUM, "i < 2", None),  # no_sync() for all micro-batches but the last
+        (POST, SUM, "i == 0", "backward"),  # the second backward() syncs, the third adds and syncs again
+        (POST, SUM, "i < 3", "step"),  # the last backward() inside no_sync(): never synced
+        (POST, SUM, "False", "backward"),  # every backward() syncs the sum of all before it
+        (POST, AVERAGE, "i == 0", None),  # an average synced early and averaged again stays right
+        ("register_hook", SUM, "False", None),  # each micro-batch's own gradient synced before it is added
+    ],
+)
+def test_micro_batches_under_a_hooked_wrapper(register, sync, condition, expected):
+    hook = sync if register == POST else sync.replace("param.grad", "param")
+    source = WRAPPER.format(register=register, sync=hook, condition=condition)
+    found = _codes(source, ("dp",))
+    if expected is None:
+        assert found == []
+    else:
+        where = "backward()" if expected == "backward" else "optimizer.step()"
+        assert found == [(_line_of(source, where), "SPMD604")]
+
+
+DDP = """
+from contextlib import nullcontext
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+
+MICRO = 4
+
+
+def train(inputs, targets):
+    model = DistributedDataParallel(nn.Linear(8, 4))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    inputs = inputs.chunk(dist.get_world_size())[dist.get_rank()]
+    targets = targets.chunk(dist.get_world_size())[dist.get_rank()]
+    for i, (x, y) in enumerate(zip(inputs.chunk(MICRO), targets.chunk(MICRO))):
+        with model.no_sync() if i < {last} else nullcontext():
+            F.mse_loss(model(x), y).backward()
+    optimizer.step()
+"""
+
+
+@pytest.mark.parametrize("last,reported", [("MICRO - 1", False), ("MICRO", True)])
+def test_distributed_data_parallel_no_sync(last, reported):
+    source = DDP.format(last=last)
+    found = _codes(source, ("dp",))
+    assert found == ([(_line_of(source, "optimizer.step()"), "SPMD604")] if reported else [])
+
+
+CLIP = """
+import torch
+import torch.distributed as dist
+from torch import nn
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(16, 8).chunk(dist.get_world_size())[dist.get_rank()])
+        self.weight.tensor_model_parallel = True
+        self.norm = nn.LayerNorm(8)
+
+    def forward(self, x):
+        return self.norm(x) @ self.weight.t()
+
+
+def clip(parameters, group):
+    total = torch.zeros(())
+    for p in parameters:
+        if {counted}:
+            total += p.grad.norm() ** 2
+    {reduction}
+    return total.sqrt()
+
+
+def train_step(batch, group):
+    model = Block()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    model(batch).sum().backward()
+    clip(model.parameters(), group)
+    optimizer.step()
+"""
+
+ONE_RANK = 'getattr(p, "tensor_model_parallel", False) or dist.get_rank() == 0'
+
+
+@pytest.mark.parametrize(
+    "counted,reduction,reported",
+    [
+        (ONE_RANK, "dist.all_reduce(total)", False),
+        ("True", "dist.all_reduce(total)", True),  # the LayerNorm counted on every tp rank
+        (ONE_RANK, "pass", False),  # never reduced: maybe a per-rank norm for logging, not reported
+        ("True", "dist.all_reduce(total, op=dist.ReduceOp.MAX)", False),  # not a sum (an inf-norm)
+        ("True", "dist.all_reduce(total, group=group)", False),  # a group the walk cannot place
+        ("p.grad is not None and (" + ONE_RANK + ")", "dist.all_reduce(total)", False),
+        ("p.requires_grad", "dist.all_reduce(total)", True),
+    ],
+)
+def test_squared_norm_reduction(counted, reduction, reported):
+    source = CLIP.format(counted=counted, reduction=reduction)
+    found = _codes(source, ("tp",))
+    assert found == ([(_line_of(source, reduction), "SPMD605")] if reported else [])
