@@ -22,7 +22,8 @@ Interface (for code building on it: hooks, `no_sync()`, accumulation, clipping):
   (`Data.shard_axes`, from `x.chunk(world_size(g))[rank(g)]`): pending, unless the parameter is local there
   (`sync.local_on`: Megatron's `tensor_model_parallel` on the tp axis, DeepSpeed's `allreduce = False`); a
   DDP wrapper's axis is summed and divided at once. It overwrites (no accumulation rule yet: the place to add
-  one, or hooks fired per parameter).
+  one, or hooks fired per parameter): accumulation.py `accumulate` adds each backward() into `.grad`, and
+  `after_backward` runs the hooks the program registered.
 * **Collectives.** `sync.reduce_value(walker, value, axis, average, node, api, operand)` for a reduction of
   a gradient buffer or a bucket (`state.Bucket`: ops recorded, applied to each gradient by `sync.copy_into`
   at `grad.copy_(synced)`); `sync.reduce(...)` on one parameter (SPMD602 when already summed, SPMD603 for an
@@ -32,4 +33,7 @@ Interface (for code building on it: hooks, `no_sync()`, accumulation, clipping):
 * **Giving up.** A call the walk cannot follow that receives a model, parameter, gradient or optimizer
   forgets their state (`sync.forget_value`); a walk too long or too deep raises `walker.GiveUp` and reports
   nothing more.
+* **Accumulation (SPMD604)** and **clipping (SPMD605)** are accumulation.py (hooks, `no_sync()` contexts,
+  micro-batch loops, the gradients a step finds never synced: `claim_unsynced`) and norms.py (squared norms of
+  gradients, the rank conditions they are counted under, the axes their all-reduce spans).
 """

@@ -171,8 +171,6 @@ def attribute(walker: Walker, value: Any, name: str) -> Any:
     if isinstance(value, GradRef):
         if name == "data":
             return value
-        if name == "norm":
-            return Bound(value, name)
         return Bound(value, name)
     if isinstance(value, ModuleObj):
         return _module_attribute(walker, value, name)
@@ -417,7 +415,9 @@ def _unpack(value: Any, n: int) -> list[Any]:
 
 
 def set_attribute(walker: Walker, owner: Any, name: str, value: Any) -> None:
-    if isinstance(owner, Param):
+    if isinstance(owner, Param) and name in ("grad", "main_grad"):
+        walker.state.forget(owner)  # `p.grad = None`: zeroed, or a buffer the walk does not follow
+    elif isinstance(owner, Param):
         owner.attrs[name] = value
     elif isinstance(owner, ModuleObj):
         if isinstance(value, (Param, ModuleObj)):

@@ -331,8 +331,7 @@ def call_method(walker: Walker, receiver: Any, name: str, args: list, kwargs: di
     if isinstance(receiver, Param) and name in accumulation.PARAM_HOOKS:
         return accumulation.register_param_hook(walker, receiver, name, args, node)
     if isinstance(receiver, norms.SquaredNorm):
-        norms.used(walker, receiver)
-        return OPAQUE
+        return norms.method(walker, receiver, name)
     if isinstance(receiver, Optimizer):
         if name == "step":
             sync.checkpoint(walker, receiver.params, node)

@@ -218,6 +218,14 @@ def reduced(walker: Walker, norm: SquaredNorm, axis: str | None, op: Any, node: 
         norm.missing_at = None
 
 
+def method(walker: Walker, norm: SquaredNorm, name: str) -> Any:
+    """`norm.sqrt()`, `norm.item()`, ...: a use of it; an in-place op (`norm.mul_(...)`) makes it inexact."""
+    used(walker, norm)
+    if name.endswith("_"):
+        norm.exact = False
+    return OPAQUE
+
+
 def used(walker: Walker, value: Any) -> None:
     """A squared norm used for what it is (`sqrt`, a clip coefficient): an axis still left out is reported."""
     if not isinstance(value, SquaredNorm) or value.reported or value.missing_at is None:

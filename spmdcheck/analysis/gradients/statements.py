@@ -147,7 +147,8 @@ def exec_with(walker: Walker, node: cst.With) -> None:
             if leave is not None:
                 leaving.append(leave)
             if item.asname is not None:
-                exprs.assign(walker, item.asname.name, OPAQUE if value is None else value)
+                # what a context yields is not followed (the context object itself is no value of the walk)
+                exprs.assign(walker, item.asname.name, OPAQUE if value is None or leave is not None else value)
         exec_block(walker, node.body.body)
     finally:
         for leave in reversed(leaving):
