@@ -85,6 +85,62 @@ def test_micro_batches_under_a_hooked_wrapper(register, sync, condition, expecte
         assert found == [(_line_of(source, where), "SPMD604")]
 
 
+MODULE_HOOK = """
+from contextlib import contextmanager, nullcontext
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+
+
+class DataParallel(nn.Module):
+    def __init__(self, module):
+        super().__init__()
+        self.module = module
+        self.sync = True
+        module.register_full_backward_hook(self._sync_grads)
+
+    def _sync_grads(self, module, grad_input, grad_output):
+        if self.sync:
+            for param in module.parameters():
+                dist.all_reduce(param.grad)
+
+    @contextmanager
+    def no_sync(self):
+        previous, self.sync = self.sync, False
+        try:
+            yield
+        finally:
+            self.sync = previous
+
+    def forward(self, x):
+        return self.module(x)
+
+
+def train(inputs, targets):
+    model = DataParallel(nn.Linear(8, 4))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    inputs = inputs.chunk(dist.get_world_size())[dist.get_rank()]
+    targets = targets.chunk(dist.get_world_size())[dist.get_rank()]
+    for i, (x, y) in enumerate(zip(inputs.chunk(3), targets.chunk(3))):
+        with model.no_sync() if {condition} else nullcontext():
+            F.mse_loss(model(x), y).backward()
+    optimizer.step()
+"""
+
+
+@pytest.mark.parametrize("condition,expected", [("i < 2", None), ("i < 3", "step"), ("i == 0", "backward")])
+def test_micro_batches_under_a_module_backward_hook(condition, expected):
+    source = MODULE_HOOK.format(condition=condition)
+    found = _codes(source, ("dp",))
+    if expected is None:
+        assert found == []
+    else:
+        where = "backward()" if expected == "backward" else "optimizer.step()"
+        assert found == [(_line_of(source, where), "SPMD604")]
+
+
 DDP = """
 from contextlib import nullcontext
 
