@@ -401,6 +401,9 @@ def _unpack(value: Any, n: int) -> list[Any]:
 
 def set_attribute(walker: Walker, owner: Any, name: str, value: Any) -> None:
     if isinstance(owner, Param):
+        if name in ("grad", "main_grad"):
+            sync.copy_into(walker, GradRef(owner), value)
+            return
         owner.attrs[name] = value
     elif isinstance(owner, ModuleObj):
         if isinstance(value, (Param, ModuleObj)):
