@@ -184,7 +184,13 @@ def checkpoint(walker: Walker, params: list[Param] | None, node: cst.CSTNode) ->
     for axis, missing in sorted(pending.items()):
         names = tuple(dict.fromkeys(p.name for p in missing))
         unmatched, mark = _filters(walker, missing)
-        walker.report(MissingGradientReduction(names, axis, unmatched, mark), node)
+        if mark is not None and unmatched is not None:
+            advice = f'getattr(param, "{mark}", False)'
+        elif mark is not None:
+            advice = f'setattr(param, "{mark}", True)'
+        else:
+            advice = f"for param in <these parameters>:\n    dist.all_reduce(param.grad, group=<the group of {axis!r}>)"
+        walker.report(MissingGradientReduction(names, axis, unmatched, mark), node, advice)
 
 
 def _filters(walker: Walker, missing: list[Param]) -> tuple[str | None, str | None]:

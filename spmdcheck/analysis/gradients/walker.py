@@ -17,7 +17,7 @@ from typing import Any
 import libcst as cst
 
 from spmdcheck.analysis.context import FileContext
-from spmdcheck.analysis.findings import Finding
+from spmdcheck.analysis.findings import Finding, Suggestion
 from spmdcheck.analysis.frames import Scope
 from spmdcheck.analysis.gradients.state import OPAQUE, GradientState, ItemList, Param
 from spmdcheck.diagnostics.violation import Violation
@@ -94,9 +94,12 @@ class Walker:
     def site(self, node: cst.CSTNode) -> int:
         return self.ctx_of(node).site(node)
 
-    def report(self, violation: Violation, node: cst.CSTNode) -> None:
+    def report(self, violation: Violation, node: cst.CSTNode, advice: str | None = None) -> None:
+        """Report `violation` at `node`; `advice`: code shown with its fix title (never applied: no span)."""
         ctx = self.ctx_of(node)
-        ctx.report(Finding.of(violation, node))
+        title = violation.fix_title
+        suggestions = [Suggestion(title, advice, None)] if advice is not None and title is not None else []
+        ctx.report(Finding.of(violation, node, suggestions))
         self.reported = True
 
     def text(self, node: cst.CSTNode) -> str:
