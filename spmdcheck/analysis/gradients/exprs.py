@@ -95,6 +95,9 @@ def lookup(walker: Walker, name: str) -> Any:
     if name in frame.env:
         return frame.env[name]
     if name in frame.scope.globals:
+        log = getattr(walker.engine, "log", None)
+        if log is not None:
+            log.read(name)
         return from_engine(walker, frame.scope.globals[name])
     if name in _BUILTINS:
         return Builtin(name)

@@ -124,12 +124,17 @@ class Walker:
         self.frame = WalkFrame(env, scope, receiver, cls)
         self.call_stack.append(id(fn))
         self.depth += 1
+        log = getattr(self.engine, "log", None)
+        if log is not None:
+            log.enter_body(fn)  # the root's findings depend on this body (roots.py): an edit to it runs it again
         try:
             self.exec_block(self, _body(fn))
             return None
         except Return as ret:
             return ret.value
         finally:
+            if log is not None:
+                log.exit_body()
             self.depth -= 1
             self.call_stack.pop()
             self.frame = saved
