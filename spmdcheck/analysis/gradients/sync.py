@@ -42,6 +42,13 @@ def tensor_parallel_axis(mesh: tuple[str, ...]) -> str | None:
     return mesh[-1] if len(mesh) >= 2 else None
 
 
+def data_parallel_axis(mesh: tuple[str, ...]) -> str | None:
+    """The axis DeepSpeed's data-parallel group spans (experts split inside it): `dp`, or a mesh's only axis."""
+    if "dp" in mesh:
+        return "dp"
+    return mesh[0] if len(mesh) == 1 else None
+
+
 def is_expert(param: Param) -> bool:
     return param.attrs.get(EXPERT_MARK, True) is False
 
@@ -103,7 +110,7 @@ def reduce(
     if axis is None:
         walker.state.forget(param)
         return
-    if is_expert(param) and axis in walker.mesh:
+    if is_expert(param) and axis == data_parallel_axis(walker.mesh):
         walker.report(GradientReductionWrongGroup(api, operand, axis, f"{EXPERT_MARK} = False"), node)
         walker.state.forget(param)
         return
