@@ -357,7 +357,7 @@ EXAMPLES: list[tuple[Violation, str]] = [
     (
         MissingGradientReduction(("w1",), "dp"),
         "at the optimizer step the gradient of `w1` is still a per-rank partial sum over axis 'dp': no "
-        "all-reduce over 'dp' reaches them, or the reduced values never get back into `.grad`, so each rank "
+        "all-reduce over 'dp' reaches it, or the reduced value never gets back into `.grad`, so each rank "
         "steps with its own share",
     ),
     (

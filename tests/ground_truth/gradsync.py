@@ -5,7 +5,7 @@ package run on one rank (the model unsharded, the whole batch).
 The package convention (docs/ground_truth.md, "Gradient synchronisation packages"):
 
 * every module starts with the mesh header ``# spmdcheck: mesh = ["dp", "tp"]`` (the dims, in order) and
-  a bug package's modules ``# spmdcheck-pending: issue 21`` on line 2 (until the checker finds it); ``__init__.py``
+  a bug package's modules ``# spmdcheck-pending: issue 21`` on line 2 until the checker finds it; ``__init__.py``
   is empty; the entry module is ``train.py``;
 * ``train.build(**sizes)`` (one keyword per mesh dim, e.g. ``build(dp=2, tp=2)``) creates the process groups,
   the model (every weight drawn whole from a seed, then this rank keeps its block) and the optimizer, and

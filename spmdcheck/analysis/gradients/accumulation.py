@@ -130,35 +130,42 @@ def ddp_syncs(wrapper: ModuleObj) -> bool:
     return wrapper.attrs.get("require_backward_grad_sync", True) is not False
 
 
-def accumulate(walker: Walker, param: Param, axis: str, incoming: AxisGrad, node: cst.CSTNode) -> AxisGrad | None:
-    """The gradient of `param` on `axis` once backward() (at `node`) added `incoming` into it."""
-    state = of(walker) if walker.accumulation is not None else None
+def accumulate(
+    walker: Walker,
+    param: Param,
+    axis: str,
+    incoming: AxisGrad,
+    node: cst.CSTNode,
+    plus: Callable[[AxisGrad | None, AxisGrad], AxisGrad],
+) -> AxisGrad | None:
+    """The gradient of `param` on `axis` once backward() (at `node`) added `incoming` into it: `plus` (sync.py's
+    `+=` rule) of what it held and what the `register_hook` hooks make of `incoming`; None (unknown) after an
+    early sync, which is reported here."""
+    state = walker.accumulation
     key = (id(param), axis)
     if state is not None:
         grad_hooks = [h for h in state.hooks.get(id(param), ()) if h.kind == "grad"]
         if grad_hooks:
-            incoming = _through_grad_hooks(walker, param, axis, incoming, grad_hooks, node)
-            if incoming is None:
+            hooked = _through_grad_hooks(walker, param, axis, incoming, grad_hooks, node)
+            if hooked is None:
                 return None
+            incoming = hooked
     previous = walker.state.get(param, axis)
     if previous is None or incoming.by_ddp:
         # the first backward() since the gradients were zeroed (or nothing is known of them), or DDP, which
         # sums the whole accumulated buffer
         if state is not None:
             state.synced_by.pop(key, None)
-        return incoming
-    if previous.status == "pending" and incoming.status == "pending":
-        return incoming
-    if previous.status == "summed" and incoming.status == "pending":
-        synced_at = state.synced_by.get(key) if state is not None else None
+        return plus(previous, incoming)
+    if previous.status == "summed" and incoming.status == "pending" and state is not None:
+        synced_at = state.synced_by.get(key)
         averaged = len(previous.divisions) > len(incoming.divisions)
-        if averaged or previous.by_ddp:
-            # an average summed again stays right once the rest is averaged too: pending until then
-            return AxisGrad("pending", divisions=incoming.divisions)
-        if synced_at is not None:
+        if synced_at is not None and not (averaged or previous.by_ddp):
+            # a plain sum summed again multiplies the part synced so far by the axis size (an average
+            # averaged again does not: it stays pending until the rest is averaged too)
             _report_early(walker, param, axis, synced_at)
-        return None
-    return None
+            return None
+    return plus(previous, incoming)
 
 
 def _through_grad_hooks(

@@ -95,6 +95,9 @@ def lookup(walker: Walker, name: str) -> Any:
     if name in frame.env:
         return frame.env[name]
     if name in frame.scope.globals:
+        log = getattr(walker.engine, "log", None)
+        if log is not None:
+            log.read(name)
         return from_engine(walker, frame.scope.globals[name])
     if name in _BUILTINS:
         return Builtin(name)
@@ -415,9 +418,10 @@ def _unpack(value: Any, n: int) -> list[Any]:
 
 
 def set_attribute(walker: Walker, owner: Any, name: str, value: Any) -> None:
-    if isinstance(owner, Param) and name in ("grad", "main_grad"):
-        walker.state.forget(owner)  # `p.grad = None`: zeroed, or a buffer the walk does not follow
-    elif isinstance(owner, Param):
+    if isinstance(owner, Param):
+        if name in ("grad", "main_grad"):
+            sync.copy_into(walker, GradRef(owner), value)
+            return
         owner.attrs[name] = value
     elif isinstance(owner, ModuleObj):
         if isinstance(value, (Param, ModuleObj)):

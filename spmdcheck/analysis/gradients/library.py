@@ -142,7 +142,7 @@ def _arg(args: list, kwargs: dict, index: int, name: str) -> tuple[Any, bool]:
 def call_library(walker: Walker, name: str, args: list, kwargs: dict, node: cst.Call) -> Any:
     last = _last(name)
     if name.startswith("torch.distributed") or name.startswith("torch.distributed.distributed_c10d"):
-        handled = _distributed(walker, last, args, kwargs, node)
+        handled = _distributed(walker, last, args, kwargs, node, name)
         if handled is not NotImplemented:
             return handled
     if last == "Parameter":
@@ -185,15 +185,37 @@ def call_library(walker: Walker, name: str, args: list, kwargs: dict, node: cst.
     return OPAQUE
 
 
-def _distributed(walker: Walker, last: str, args: list, kwargs: dict, node: cst.Call) -> Any:
+_FUNCTIONAL_REDUCTIONS = ("all_reduce",)
+
+
+def _functional_reduce(walker: Walker, args: list, kwargs: dict, node: cst.Call, last: str) -> Any:
+    """`funcol.all_reduce(p.grad, "sum" | "avg", group)`: a new tensor, the gradient's values reduced (applied
+    to the gradient when copied or assigned back into it)."""
+    tensor, _ = _arg(args, kwargs, 0, "self")
+    op, _ = _arg(args, kwargs, 1, "reduceOp")
+    group, given = _arg(args, kwargs, 2, "group")
+    if not isinstance(tensor, GradRef):
+        return OPAQUE
+    known, axis = group_axis(walker, group, given)
+    average = isinstance(op, str) and op.lower() == "avg"
+    operand = walker.text(args[0][1]) if args else "tensor"
+    reduce_op = ("reduce", axis if known else None, average, walker.remember(node), f"funcol.{last}", operand)
+    return GradRef(tensor.param, (*tensor.ops, reduce_op))
+
+
+def _distributed(walker: Walker, last: str, args: list, kwargs: dict, node: cst.Call, qual: str = "") -> Any:
     if last in ("get_world_size", "get_rank"):
         group, given = _arg(args, kwargs, 0, "group")
         known, axis = group_axis(walker, group, given)
         if not known or axis is None:
             return OPAQUE
         return WorldSize(axis) if last == "get_world_size" else Rank(axis)
+    if last == "broadcast" and isinstance(_arg(args, kwargs, 0, "tensor")[0], Param):
+        return None  # the replicas start equal: the parameter's values, not its gradient
     if last == "new_group":
         return Group(None)
+    if last in _FUNCTIONAL_REDUCTIONS and ("_functional_collectives" in qual or ".functional" in qual):
+        return _functional_reduce(walker, args, kwargs, node, last)
     if last in ("all_reduce", "all_reduce_coalesced"):
         tensor, _ = _arg(args, kwargs, 0, "tensor" if last == "all_reduce" else "tensors")
         op, _ = _arg(args, kwargs, 1, "op")

@@ -33,6 +33,7 @@ class Param:
 
     attrs: dict[str, Any] = field(default_factory=dict)
     name: str = "?"  # its dotted name in the model (set when the model's parameters are listed)
+    escaped: bool = False  # passed to code the walk does not follow: its gradient is never known again
 
 
 @dataclass(eq=False)
@@ -161,6 +162,9 @@ class AxisGrad:
     reduced_at: cst.CSTNode | None = None
     by_ddp: bool = False
     divisions: tuple[cst.CSTNode, ...] = ()
+    # a backward() added to a gradient already reduced (at this node): reducing the sum again counts the
+    # earlier part once more (accumulation synced too early)
+    synced_before: cst.CSTNode | None = None
 
 
 class GradientState:

@@ -43,6 +43,13 @@ def tensor_parallel_axis(mesh: tuple[str, ...]) -> str | None:
     return mesh[-1] if len(mesh) >= 2 else None
 
 
+def data_parallel_axis(mesh: tuple[str, ...]) -> str | None:
+    """The axis DeepSpeed's data-parallel group spans (experts split inside it): `dp`, or a mesh's only axis."""
+    if "dp" in mesh:
+        return "dp"
+    return mesh[0] if len(mesh) == 1 else None
+
+
 def is_expert(param: Param) -> bool:
     return param.attrs.get(EXPERT_MARK, True) is False
 
@@ -59,6 +66,8 @@ def backward(walker: Walker, loss: Data, node: cst.CSTNode) -> None:
     data is split over (a pending sum, or averaged already by a DistributedDataParallel wrapper)."""
     for model in loss.models:
         for _, param in model.named_parameters():
+            if param.escaped:
+                continue
             for axis in sorted(loss.shard_axes):
                 if local_on(walker, param, axis):
                     continue
@@ -68,9 +77,21 @@ def backward(walker: Walker, loss: Data, node: cst.CSTNode) -> None:
                     if divisions:
                         walker.report(GradientAveragedTwice(axis, by_ddp=True), divisions[0])
                     grad = AxisGrad("summed", model.ddp_node, True, (*divisions, model.ddp_node))  # type: ignore[arg-type]
-                # repeated backward() calls add into `.grad` (micro-batches): accumulation.py
-                walker.state.set(param, axis, accumulation.accumulate(walker, param, axis, grad, node))
+                # repeated backward() calls add into `.grad` (`accumulate`); hooks and no_sync(): accumulation.py
+                walker.state.set(param, axis, accumulation.accumulate(walker, param, axis, grad, node, accumulate))
     accumulation.after_backward(walker, loss.models, node)  # hooks, and what `no_sync()` left pending
+
+
+def accumulate(old: AxisGrad | None, new: AxisGrad) -> AxisGrad:
+    """A backward() into a gradient that holds `old` (no zero_grad between): `+=`. Pending stays pending;
+    a part reduced before is remembered (`synced_before`) when more is added to it."""
+    if old is None:
+        return new
+    if old.status == "summed":
+        return replace(new, synced_before=old.reduced_at)
+    if new.status == "summed":  # a DDP backward reduces the whole accumulated buffer
+        return new
+    return replace(old, synced_before=old.synced_before or new.synced_before)
 
 
 def divide(walker: Walker, param: Param, axis: str, node: cst.CSTNode) -> None:
@@ -92,7 +113,7 @@ def reduce(
     if axis is None:
         walker.state.forget(param)
         return
-    if is_expert(param) and axis in walker.mesh:
+    if is_expert(param) and axis == data_parallel_axis(walker.mesh):
         walker.report(GradientReductionWrongGroup(api, operand, axis, f"{EXPERT_MARK} = False"), node)
         walker.state.forget(param)
         return
@@ -174,12 +195,18 @@ def checkpoint(walker: Walker, params: list[Param] | None, node: cst.CSTNode) ->
     for axis, missing in sorted(pending.items()):
         names = tuple(dict.fromkeys(p.name for p in missing))
         unmatched, mark = _filters(walker, missing)
-        walker.report(MissingGradientReduction(names, axis, unmatched, mark), node)
+        if mark is not None and unmatched is not None:
+            advice = f'getattr(param, "{mark}", False)'
+        elif mark is not None:
+            advice = f'setattr(param, "{mark}", True)'
+        else:
+            advice = f"for param in <these parameters>:\n    dist.all_reduce(param.grad, group=<the group of {axis!r}>)"
+        walker.report(MissingGradientReduction(names, axis, unmatched, mark), node, advice)
 
 
 def _filters(walker: Walker, missing: list[Param]) -> tuple[str | None, str | None]:
     """The attribute a reduction loop selected by that no parameter carries, and the mark to set or select by."""
-    carried = {name for p in walker.all_params() for name, v in p.attrs.items() if v is True}
+    carried = {name for p in walker.all_params() for name in p.attrs}
     unmatched = next((a for a in sorted(walker.tested_attrs) if a not in carried), None)
     on_all = set.intersection(*({n for n, v in p.attrs.items() if v is True} for p in missing))
     on_all -= {TENSOR_PARALLEL_MARK}
@@ -193,14 +220,14 @@ def forget_value(walker: Walker, value: Any) -> None:
     """A call the walk cannot follow received `value`: what is known of the gradients it reaches is dropped."""
     if isinstance(value, ModuleObj):
         for _, param in value.named_parameters():
-            walker.state.forget(param)
+            _escape(walker, param)
     elif isinstance(value, Param):
-        walker.state.forget(value)
+        _escape(walker, value)
     elif isinstance(value, GradRef):
         walker.state.forget(value.param)
     elif isinstance(value, Optimizer) and value.params is not None:
         for param in value.params:
-            walker.state.forget(param)
+            _escape(walker, param)
     elif isinstance(value, ItemList):
         for item in value.items:
             forget_value(walker, item)
@@ -212,6 +239,13 @@ def forget_value(walker: Walker, value: Any) -> None:
             forget_value(walker, item)
     elif isinstance(value, Bucket):
         value.ops.append(("forget",))
+
+
+def _escape(walker: Walker, param: Param) -> None:
+    """`param` reached code the walk does not follow (a wrapper like `fully_shard`, a hook, a distributed
+    optimizer): it may synchronise the gradient itself, so nothing is known of it from now on."""
+    param.escaped = True
+    walker.state.forget(param)
 
 
 def model_params(value: Any) -> list[Param] | None:

@@ -17,7 +17,7 @@ from typing import Any
 import libcst as cst
 
 from spmdcheck.analysis.context import FileContext
-from spmdcheck.analysis.findings import Finding
+from spmdcheck.analysis.findings import Finding, Suggestion
 from spmdcheck.analysis.frames import Scope
 from spmdcheck.analysis.gradients.state import OPAQUE, GradientState, ItemList, Param
 from spmdcheck.diagnostics.violation import Violation
@@ -96,9 +96,12 @@ class Walker:
     def site(self, node: cst.CSTNode) -> int:
         return self.ctx_of(node).site(node)
 
-    def report(self, violation: Violation, node: cst.CSTNode) -> None:
+    def report(self, violation: Violation, node: cst.CSTNode, advice: str | None = None) -> None:
+        """Report `violation` at `node`; `advice`: code shown with its fix title (never applied: no span)."""
         ctx = self.ctx_of(node)
-        ctx.report(Finding.of(violation, node))
+        title = violation.fix_title
+        suggestions = [Suggestion(title, advice, None)] if advice is not None and title is not None else []
+        ctx.report(Finding.of(violation, node, suggestions))
         self.reported = True
 
     def text(self, node: cst.CSTNode) -> str:
@@ -123,12 +126,17 @@ class Walker:
         self.frame = WalkFrame(env, scope, receiver, cls)
         self.call_stack.append(id(fn))
         self.depth += 1
+        log = getattr(self.engine, "log", None)
+        if log is not None:
+            log.enter_body(fn)  # the root's findings depend on this body (roots.py): an edit to it runs it again
         try:
             self.exec_block(self, _body(fn))
             return None
         except Return as ret:
             return ret.value
         finally:
+            if log is not None:
+                log.exit_body()
             self.depth -= 1
             self.call_stack.pop()
             self.frame = saved

@@ -36,7 +36,10 @@ class MissingGradientReduction(Violation):
         why = (
             f"the reduction loop selects parameters by `{self.unmatched_filter}`, which none of them carries"
             if self.unmatched_filter
-            else f"no all-reduce over {self.axis!r} reaches them, or the reduced values never get back into `.grad`"
+            else (
+                f"no all-reduce over {self.axis!r} reaches {'it' if len(self.params) == 1 else 'them'}, or the reduced "
+                f"{'value never gets' if len(self.params) == 1 else 'values never get'} back into `.grad`"
+            )
         )
         return (
             f"at the optimizer step the {what} of {_names(self.params)} {'is' if len(self.params) == 1 else 'are'} "

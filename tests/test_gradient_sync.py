@@ -1,0 +1,229 @@
+"""Gradient synchronisation checked at the optimizer step (analysis/gradients/, issue 21): small programs."""
+
+from __future__ import annotations
+
+import libcst as cst
+import pytest
+
+from spmdcheck.analysis.gradients.state import AxisGrad
+from spmdcheck.analysis.gradients.step import steps_optimizer
+from spmdcheck.analysis.gradients.sync import accumulate
+from spmdcheck.api import Settings, check_source
+
+HEADER = """\
+import torch
+import torch.distributed as dist
+import torch.distributed._functional_collectives as funcol
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+
+
+def shard(t):
+    return t.chunk(dist.get_world_size())[dist.get_rank()]
+"""
+
+
+def _check(body: str, mesh: tuple[str, ...] = ("dp",), registry=None) -> list:
+    return check_source(HEADER + body, "<gradsync>", Settings(mesh=mesh), registry)
+
+
+def _codes(diags: list) -> list[tuple[int, str]]:
+    offset = HEADER.count("\n")
+    return sorted((d.line - offset, d.code) for d in diags)
+
+
+def _step(sync: str, model: str = "nn.Linear(8, 4)", loss: str = "F.mse_loss(model(shard(x)), shard(y))") -> str:
+    lines = [
+        "def train_step(x, y):",
+        f"    model = {model}",
+        "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)",
+        f"    loss = {loss}",
+        "    loss.backward()",
+        *("    " + line for line in sync.splitlines() if line),
+        "    optimizer.step()",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def test_a_step_without_any_reduction_names_every_parameter_and_the_axis(registry):
+    diags = _check(_step(""), registry=registry)
+    assert _codes(diags) == [(6, "SPMD601")]
+    assert "`weight`, `bias`" in diags[0].message and "axis 'dp'" in diags[0].message
+
+
+def test_an_averaging_loop_over_the_parameters_is_clean(registry):
+    sync = "for p in model.parameters():\n    p.grad.div_(dist.get_world_size())\n    dist.all_reduce(p.grad)"
+    assert _check(_step(sync), registry=registry) == []
+
+
+def test_a_filter_on_the_name_leaves_the_other_parameters_pending(registry):
+    sync = 'for name, p in model.named_parameters():\n    if name.endswith("weight"):\n        dist.all_reduce(p.grad)'
+    diags = _check(_step(sync), registry=registry)
+    assert _codes(diags) == [(9, "SPMD601")]
+    assert "`bias`" in diags[0].message and "`weight`" not in diags[0].message
+
+
+def test_a_condition_the_walk_cannot_decide_is_silent(registry):
+    sync = "for p in model.parameters():\n    if p.ndim > 1:\n        dist.all_reduce(p.grad)"
+    assert _check(_step(sync), registry=registry) == []
+
+
+def test_ddp_averages_in_backward_and_a_second_reduction_is_double(registry):
+    model = "DistributedDataParallel(nn.Linear(8, 4))"
+    assert _check(_step("", model=model), registry=registry) == []
+    diags = _check(_step("for p in model.parameters():\n    dist.all_reduce(p.grad)", model=model), registry=registry)
+    assert _codes(diags) == [(7, "SPMD602")]
+
+
+def test_a_loss_divided_by_the_world_size_under_ddp_is_averaged_twice(registry):
+    model = "DistributedDataParallel(nn.Linear(8, 4))"
+    loss = "F.mse_loss(model(shard(x)), shard(y)) / dist.get_world_size()"
+    assert _codes(_check(_step("", model=model, loss=loss), registry=registry)) == [(4, "SPMD606")]
+
+
+BUCKET = """\
+grads = [p.grad for p in model.parameters()]
+flat = _flatten_dense_tensors(grads)
+flat.div_(dist.get_world_size())
+dist.all_reduce(flat)
+for grad, synced in zip(grads, _unflatten_dense_tensors(flat, grads)):
+    {copy}
+"""
+
+
+@pytest.mark.parametrize(
+    "copy,expected",
+    [("grad.copy_(synced)", []), ("grad = synced", [(12, "SPMD601")]), ("grad.copy_(synced / 2)", [])],
+    ids=["copied-back", "rebound", "copied-scaled-by-a-number"],
+)
+def test_a_flattened_bucket_counts_only_when_copied_back(copy, expected, registry):
+    body = "from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors\n\n\n" + _step(
+        BUCKET.format(copy=copy)
+    )
+    assert [(line - 3, code) for line, code in _codes(_check(body, registry=registry))] == expected
+
+
+def test_dividing_before_and_after_the_reduction_is_averaged_twice(registry):
+    body = "from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors\n\n\n" + _step(
+        BUCKET.format(copy="grad.copy_(synced / dist.get_world_size())")
+    )
+    assert [(line - 3, code) for line, code in _codes(_check(body, registry=registry))] == [(11, "SPMD606")]
+
+
+def test_a_functional_all_reduce_assigned_back_is_followed(registry):
+    sync = 'for p in model.parameters():\n    p.grad = funcol.all_reduce(p.grad, "avg", dist.group.WORLD)'
+    assert _check(_step(sync), registry=registry) == []
+    sync = 'for p in model.parameters():\n    g = funcol.all_reduce(p.grad, "avg", dist.group.WORLD)'
+    assert _codes(_check(_step(sync), registry=registry)) == [(8, "SPMD601")]
+
+
+def test_a_model_handed_to_code_the_walk_does_not_follow_is_silent(registry):
+    body = _step("", model="nn.Linear(8, 4)").replace(
+        "    optimizer = torch", "    fully_shard(model)\n    optimizer = torch"
+    )
+    assert _check(body, registry=registry) == []
+
+
+MEGATRON = """\
+class Norm(nn.LayerNorm):
+    def __init__(self, hidden):
+        super().__init__(hidden)
+        setattr(self.weight, "sequence_parallel", True)
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.norm = Norm(8)
+        self.proj = nn.Linear(8, 8, bias=False)
+        self.proj.weight.tensor_model_parallel = True
+
+    def forward(self, x):
+        return self.proj(self.norm(x))
+
+
+def local(t):
+    t = t.chunk(dist.get_world_size(dp_group), dim=1)[dist.get_rank(dp_group)]
+    return t.chunk(dist.get_world_size(tp_group))[dist.get_rank(tp_group)]
+
+
+def train_step(x, y):
+    model = Block()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    loss = F.mse_loss(model(local(x)), local(y))
+    loss.backward()
+    for p in model.parameters():
+        if getattr(p, "sequence_parallel", False):
+            dist.all_reduce(p.grad, group=tp_group)
+        dist.all_reduce(p.grad, group=dp_group)
+    optimizer.step()
+"""
+
+
+def test_megatron_marks_decide_the_tensor_parallel_reduction(registry, monkeypatch):
+    import spmdcheck.analysis.gradients.exprs as exprs
+    from spmdcheck.analysis.gradients.state import Group
+
+    groups = {"dp_group": Group("dp"), "tp_group": Group("tp")}
+    lookup = exprs.lookup
+    monkeypatch.setattr(exprs, "lookup", lambda w, name: groups.get(name) or lookup(w, name))
+    diags = _check(MEGATRON, mesh=("dp", "tp"), registry=registry)
+    assert [d.code for d in diags] == ["SPMD601"]
+    assert "`norm.bias` is still a per-rank partial sum over axis 'tp'" in diags[0].message
+    assert diags[0].suggestions[0].replacement == 'setattr(param, "sequence_parallel", True)'
+    marked = MEGATRON.replace(
+        'setattr(self.weight, "sequence_parallel", True)',
+        "self.bias.sequence_parallel = True\n        self.weight.sequence_parallel = True",
+    )
+    assert _check(marked, mesh=("dp", "tp"), registry=registry) == []
+
+
+EXPERTS = """\
+class MoE(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.gate = nn.Linear(8, 2)
+        self.expert = nn.Linear(8, 8)
+        for p in self.expert.parameters():
+            p.allreduce = False
+
+    def forward(self, x):
+        return self.expert(x) * self.gate(x)[:, :1]
+
+
+def train_step(x, y, expert_group):
+    model = MoE()
+    optimizer = torch.optim.Adam(model.parameters())
+    F.mse_loss(model(shard(x)), shard(y)).backward()
+    for p in model.parameters():
+        if getattr(p, "allreduce", True):
+            dist.all_reduce(p.grad, op=dist.ReduceOp.AVG)
+        else:
+            dist.all_reduce(p.grad, {group})
+    optimizer.step()
+"""
+
+
+def test_expert_gradients_reduced_over_the_whole_group(registry):
+    diags = _check(EXPERTS.format(group="group=dist.group.WORLD"), registry=registry)
+    assert _codes(diags) == [(21, "SPMD603")]
+    assert _check(EXPERTS.format(group="group=expert_group"), registry=registry) == []
+
+
+def test_only_functions_that_step_an_optimizer_are_walked():
+    module = cst.parse_module(
+        "def f(m):\n    for x in m:\n        if x:\n            opt.step()\n\n"
+        "def g(m):\n    m.backward()\n    return opt.step\n"
+    )
+    found = [fn.name.value for fn in module.body if isinstance(fn, cst.FunctionDef) and steps_optimizer(fn)]
+    assert found == ["f"]
+
+
+def test_accumulating_into_a_reduced_gradient_remembers_the_earlier_reduction():
+    reduced = AxisGrad("summed", reduced_at=cst.Name("r"))
+    pending = AxisGrad("pending")
+    assert accumulate(None, pending) is pending
+    assert accumulate(pending, AxisGrad("pending")).status == "pending"
+    again = accumulate(reduced, pending)
+    assert again.status == "pending" and again.synced_before is reduced.reduced_at
