@@ -227,3 +227,19 @@ def test_accumulating_into_a_reduced_gradient_remembers_the_earlier_reduction():
     assert accumulate(pending, AxisGrad("pending")).status == "pending"
     again = accumulate(reduced, pending)
     assert again.status == "pending" and again.synced_before is reduced.reduced_at
+
+
+@pytest.mark.parametrize(
+    "setup",
+    [
+        "Wrapper(model)",
+        "for p in model.parameters():\n        p.register_post_accumulate_grad_hook(hook)",
+    ],
+    ids=["object-the-walk-does-not-build", "hook-on-each-parameter"],
+)
+def test_parameters_handed_to_what_the_walk_does_not_follow_are_silent(setup, registry):
+    body = "class Wrapper:\n    def __init__(self, model):\n        self.model = model\n\n\n" + _step("").replace(
+        "    optimizer = torch", f"    {setup}\n    optimizer = torch"
+    )
+    assert _check(body, registry=registry) == []
+    assert _codes(_check(body.replace(f"    {setup}\n", ""), registry=registry)) == [(11, "SPMD601")]

@@ -21,18 +21,24 @@ Interface (for code building on it: hooks, `no_sync()`, accumulation, clipping):
   for each model that made the loss (`state.Data.models`), each parameter, each axis the data is split over
   (`Data.shard_axes`, from `x.chunk(world_size(g))[rank(g)]`): pending, unless the parameter is local there
   (`sync.local_on`: Megatron's `tensor_model_parallel` on the tp axis, DeepSpeed's `allreduce = False`); a
-  DDP wrapper's axis is summed and divided at once. It overwrites (no accumulation rule yet: the place to add
-  one, or hooks fired per parameter): accumulation.py `accumulate` adds each backward() into `.grad`, and
-  `after_backward` runs the hooks the program registered.
+  DDP wrapper's axis is summed and divided at once. Repeated backward() calls accumulate (`sync.accumulate`:
+  pending stays pending; adding to a gradient already summed keeps that reduction in `AxisGrad.synced_before`);
+  accumulation.py `accumulate` applies it after the `register_hook` hooks and reports an early sync, and
+  `after_backward` runs the hooks the program registered on parameters and modules.
 * **Collectives.** `sync.reduce_value(walker, value, axis, average, node, api, operand)` for a reduction of
   a gradient buffer or a bucket (`state.Bucket`: ops recorded, applied to each gradient by `sync.copy_into`
   at `grad.copy_(synced)`); `sync.reduce(...)` on one parameter (SPMD602 when already summed, SPMD603 for an
   expert's gradient over a whole mesh axis); `sync.divide(...)` (SPMD606 when divided twice).
 * **Step checkpoint.** `sync.checkpoint(walker, params, node)` at `optimizer.step()` (library.py
   `call_method` on a `state.Optimizer`): SPMD601 per axis for the parameters still pending there.
-* **Giving up.** A call the walk cannot follow that receives a model, parameter, gradient or optimizer
-  forgets their state (`sync.forget_value`); a walk too long or too deep raises `walker.GiveUp` and reports
-  nothing more.
+* **Context managers.** statements.py `exec_with` evaluates each `with` item and walks the body; a program's
+  `@contextmanager` (`no_sync()`) runs up to its `yield` before and the rest after (accumulation.py `enter`).
+* **Reports.** `walker.report(violation, node, advice)`: the finding goes to the file holding `node`
+  (`walker.remember(node)` when a node is kept to be reported later, from another file).
+* **Giving up.** A call the walk cannot follow that receives a model, parameter or optimizer marks the
+  parameters `escaped` (`sync.forget_value`: a wrapper such as `fully_shard`, a hook, a distributed optimizer
+  may synchronise them; backward() gives them no state again); a gradient passed so is forgotten. A walk too
+  long or too deep raises `walker.GiveUp` and reports nothing more.
 * **Accumulation (SPMD604)** and **clipping (SPMD605)** are accumulation.py (hooks, `no_sync()` contexts,
   micro-batch loops, the gradients a step finds never synced: `claim_unsynced`) and norms.py (squared norms of
   gradients, the rank conditions they are counted under, the axes their all-reduce spans).

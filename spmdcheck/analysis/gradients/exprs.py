@@ -170,7 +170,9 @@ def attribute(walker: Walker, value: Any, name: str) -> Any:
             return Bound(value, name)
         if name == "requires_grad":
             return value.attrs.get(name, True)
-        return value.attrs.get(name, OPAQUE)
+        if name in value.attrs:
+            return value.attrs[name]
+        return Bound(value, name)
     if isinstance(value, GradRef):
         if name == "data":
             return value

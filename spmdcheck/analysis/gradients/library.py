@@ -36,6 +36,7 @@ _WEIGHT_AND_BIAS = {"LayerNorm", "Linear", "GroupNorm", "BatchNorm1d", "BatchNor
 _WEIGHT_ONLY = {"Embedding", "RMSNorm"}
 _CONTAINERS = {"ModuleList", "ModuleDict", "Sequential", "ParameterList"}
 _MODULE_BASES = _WEIGHT_AND_BIAS | _WEIGHT_ONLY | _CONTAINERS | {"Module"}
+_PARAM_READERS = {"size", "dim", "numel", "element_size", "data_ptr", "is_contiguous", "nelement", "ndimension"}
 _PURE_GRAD_READERS = {"clip_grad_norm_", "clip_grads_with_norm_", "get_total_norm"}  # scale by one number
 
 
@@ -92,6 +93,8 @@ def _new_param(walker: Walker) -> Param:
 def instantiate(walker: Walker, cls: ClassValue, args: list, kwargs: dict, node: cst.Call) -> Any:
     """A class of the program: an nn.Module (or any object) built by walking its `__init__`."""
     if not is_module_class(cls):
+        for value, _ in [*args, *kwargs.values()]:
+            sync.forget_value(walker, value)  # an object the walk does not build may hook what it receives
         return OPAQUE
     obj = ModuleObj(cls.name, attrs={"__class__": cls})
     init = cls.lookup("__init__")
@@ -365,6 +368,12 @@ def call_method(walker: Walker, receiver: Any, name: str, args: list, kwargs: di
         return OPAQUE
     if isinstance(receiver, GradRef):
         return _grad_method(walker, receiver, name, values, node)
+    if isinstance(receiver, Param):
+        if name not in _PARAM_READERS:
+            sync.forget_value(walker, receiver)  # a hook, an in-place write: its gradient is not followed
+        for value in values:
+            sync.forget_value(walker, value)
+        return OPAQUE
     if isinstance(receiver, Bucket):
         if name == "div_" and values and isinstance(values[0], WorldSize):
             sync.divide_value(walker, receiver, values[0].axis, node)
