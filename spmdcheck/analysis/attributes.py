@@ -283,7 +283,8 @@ def call_module_method(interp: Engine, method: BoundMethod, args: list[Arg]) -> 
 def unrolled_items(iterable: Value, node: cst.For) -> tuple[Value, ...] | None:
     """The items a `for` loop runs its body on one by one: a short sequence of known items (the numbers of
     `range(2)`, the layers of `(self.a, self.b)`), when the body neither leaves the loop early
-    (`break`, `continue`, `return`, `yield`) nor has an `else`. None: the loop runs to its fixed point."""
+    (`break`, `continue`, `return`; a `yield` does not: a generator yields once per item) nor has an `else`.
+    None: the loop runs to its fixed point."""
     if not isinstance(iterable, Seq) or not 0 < len(iterable.items) <= MAX_UNROLLED or node.orelse is not None:
         return None
     if any(item is UNKNOWN for item in iterable.items) or _leaves_early(node.body):
@@ -301,9 +302,6 @@ class _EarlyExit(cst.CSTVisitor):
         self.found = True
 
     def visit_Return(self, node: cst.Return) -> None:
-        self.found = True
-
-    def visit_Yield(self, node: cst.Yield) -> None:
         self.found = True
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
