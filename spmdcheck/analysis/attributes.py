@@ -43,6 +43,7 @@ from spmdcheck.analysis.values import (
     Value,
     element_of,
 )
+from spmdcheck.diagnostics.violations.contracts import AssertTypeMismatch
 from spmdcheck.lattice import GradState, SpmdType
 
 MAX_UNROLLED = 8  # a loop over more known items than this runs to its fixed point as before
@@ -116,7 +117,20 @@ def _named(interp: Engine, obj: InstanceValue, attr: str) -> Value:
     if found is not None:
         return found
     declared = obj.cls.declared_type(attr)
-    return TensorValue(SpmdType(declared), GradState.UNKNOWN, None) if declared else UNKNOWN
+    if declared:
+        return TensorValue(SpmdType(declared), GradState.UNKNOWN, None)
+    member = module_member(obj, attr)  # `getattr(self, "add_module")`: nn.Module's
+    return member if member is not None else UNKNOWN
+
+
+def _as_declared(interp: Engine, obj: Value, name: Value, value: Value, node: cst.CSTNode) -> Value:
+    """`setattr(self, "w1", v)` of an attribute the class declares (`w1: Local["ep: S(0)"]`): checked and
+    typed as `self.w1 = v` is (interp/statements.py `assign`)."""
+    if isinstance(obj, InstanceValue) and isinstance(name, Literal) and isinstance(name.value, str):
+        declared = obj.cls.declared_type(name.value)
+        if declared:
+            return signature.check_declared(interp, value, declared, node, AssertTypeMismatch, "annotated attribute")
+    return value
 
 
 def write_attribute(interp: Engine, obj: Value, name: Value, value: Value) -> None:
@@ -142,7 +156,7 @@ def call_builtin(interp: Engine, name: str, args: list[Arg]) -> Value:
     if name == "getattr" and len(values) in (2, 3) and isinstance(values[0], InstanceValue):
         return read_attribute(interp, values[0], values[1])
     if name == "setattr" and len(values) == 3:
-        write_attribute(interp, values[0], values[1], values[2])
+        write_attribute(interp, values[0], values[1], _as_declared(interp, values[0], values[1], values[2], args[2][2]))
         return Literal(None)
     if name == "zip" and values:
         return _zip(values)
