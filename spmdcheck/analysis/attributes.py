@@ -43,6 +43,7 @@ from spmdcheck.analysis.values import (
     Value,
     element_of,
 )
+from spmdcheck.diagnostics.violations.contracts import AssertTypeMismatch
 from spmdcheck.lattice import GradState, SpmdType
 
 MAX_UNROLLED = 8  # a loop over more known items than this runs to its fixed point as before
@@ -116,7 +117,20 @@ def _named(interp: Engine, obj: InstanceValue, attr: str) -> Value:
     if found is not None:
         return found
     declared = obj.cls.declared_type(attr)
-    return TensorValue(SpmdType(declared), GradState.UNKNOWN, None) if declared else UNKNOWN
+    if declared:
+        return TensorValue(SpmdType(declared), GradState.UNKNOWN, None)
+    member = module_member(obj, attr)  # `getattr(self, "add_module")`: nn.Module's
+    return member if member is not None else UNKNOWN
+
+
+def _as_declared(interp: Engine, obj: Value, name: Value, value: Value, node: cst.CSTNode) -> Value:
+    """`setattr(self, "w1", v)` of an attribute the class declares (`w1: Local["ep: S(0)"]`): checked and
+    typed as `self.w1 = v` is (interp/statements.py `assign`)."""
+    if isinstance(obj, InstanceValue) and isinstance(name, Literal) and isinstance(name.value, str):
+        declared = obj.cls.declared_type(name.value)
+        if declared:
+            return signature.check_declared(interp, value, declared, node, AssertTypeMismatch, "annotated attribute")
+    return value
 
 
 def write_attribute(interp: Engine, obj: Value, name: Value, value: Value) -> None:
@@ -142,7 +156,7 @@ def call_builtin(interp: Engine, name: str, args: list[Arg]) -> Value:
     if name == "getattr" and len(values) in (2, 3) and isinstance(values[0], InstanceValue):
         return read_attribute(interp, values[0], values[1])
     if name == "setattr" and len(values) == 3:
-        write_attribute(interp, values[0], values[1], values[2])
+        write_attribute(interp, values[0], values[1], _as_declared(interp, values[0], values[1], values[2], args[2][2]))
         return Literal(None)
     if name == "zip" and values:
         return _zip(values)
@@ -283,7 +297,8 @@ def call_module_method(interp: Engine, method: BoundMethod, args: list[Arg]) -> 
 def unrolled_items(iterable: Value, node: cst.For) -> tuple[Value, ...] | None:
     """The items a `for` loop runs its body on one by one: a short sequence of known items (the numbers of
     `range(2)`, the layers of `(self.a, self.b)`), when the body neither leaves the loop early
-    (`break`, `continue`, `return`, `yield`) nor has an `else`. None: the loop runs to its fixed point."""
+    (`break`, `continue`, `return`; a `yield` does not: a generator yields once per item) nor has an `else`.
+    None: the loop runs to its fixed point."""
     if not isinstance(iterable, Seq) or not 0 < len(iterable.items) <= MAX_UNROLLED or node.orelse is not None:
         return None
     if any(item is UNKNOWN for item in iterable.items) or _leaves_early(node.body):
@@ -301,9 +316,6 @@ class _EarlyExit(cst.CSTVisitor):
         self.found = True
 
     def visit_Return(self, node: cst.Return) -> None:
-        self.found = True
-
-    def visit_Yield(self, node: cst.Yield) -> None:
         self.found = True
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:

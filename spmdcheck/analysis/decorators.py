@@ -63,4 +63,94 @@ def call_decorated(
     if isinstance(current, Undecorated) and current.node is fn:
         return interp.call(current, args, node, receiver)  # a decorator that returns the function (a registry)
     passed = args if receiver is None else [(None, receiver, node), *args]  # a method's wrapper gets `self` first
+    through = forwarded(current, passed)  # a `functools.wraps` pass-through: the function called right here
+    if through is not None and isinstance(through[0], FunctionValue):
+        return interp.call(through[0], through[1], node)
     return interp.call(current, passed, node)  # type: ignore[arg-type]
+
+
+# ----------------------------------------------------------------------------- pass-through forwarders
+_FORWARDERS: dict[int, tuple[cst.FunctionDef, str | None]] = {}
+
+
+def forwarded(func: Value, args: list[Arg]) -> tuple[Value, list[Arg]] | None:
+    """A call of a pass-through forwarder: the call it makes, checked at this call with this call's arguments
+    as the direct call is (a finding about an argument names the caller's expression, on the caller's line).
+
+    - `def call(fn, /, *args, **kwargs): return fn(*args, **kwargs)` (a retry or timing helper, an
+      executor's `submit`): its first argument called with the others;
+    - `def wrapper(*args, **kwargs): return fn(*args, **kwargs)`, `fn` an enclosing name (the wrapper a
+      `functools.wraps` decorator returns): `fn` called with the arguments.
+
+    None: not such a function, its callee is passed by keyword, or a `*xs` could not be expanded."""
+    if not isinstance(func, FunctionValue) or any(keyword == "*" for keyword, _, _ in args):
+        return None
+    fn = func.node
+    cached = _FORWARDERS.get(id(fn))
+    if cached is None or cached[0] is not fn:
+        if len(_FORWARDERS) > 4096:
+            _FORWARDERS.clear()
+        cached = _FORWARDERS[id(fn)] = (fn, _forwarded_name(fn))
+    callee = cached[1]
+    if callee is None:
+        return None
+    if callee == "":  # the first parameter
+        if not args or args[0][0] is not None:
+            return None
+        return args[0][1], args[1:]
+    closure = func.closure.names if func.closure is not None else {}
+    target = closure.get(callee)
+    return (target, args) if isinstance(target, FunctionValue) else None
+
+
+def _forwarded_name(fn: cst.FunctionDef) -> str | None:
+    """The name a pass-through forwarder calls ("": its one positional parameter); None: not one."""
+    params = fn.params
+    positional = [*params.posonly_params, *params.params]
+    star, kwargs = params.star_arg, params.star_kwarg
+    if not all(_wraps(d.decorator) for d in fn.decorators):
+        return None
+    if len(positional) > 1 or params.kwonly_params or any(p.default for p in positional):
+        return None
+    if not isinstance(star, cst.Param) or kwargs is None:
+        return None
+    body = fn.body.body if isinstance(fn.body, cst.IndentedBlock) else ()
+    statements = [s for s in body if not _docstring(s)]
+    if len(statements) != 1 or not isinstance(statements[0], cst.SimpleStatementLine):
+        return None
+    line = statements[0].body
+    if len(line) != 1 or not isinstance(line[0], cst.Return) or not isinstance(line[0].value, cst.Call):
+        return None
+    call = line[0].value
+    if not isinstance(call.func, cst.Name) or len(call.args) != 2:
+        return None
+    first, second = call.args
+    passes_all = (
+        first.star == "*" and isinstance(first.value, cst.Name) and first.value.value == star.name.value
+        and second.star == "**" and isinstance(second.value, cst.Name) and second.value.value == kwargs.name.value
+    )
+    if not passes_all:
+        return None
+    if positional:
+        return "" if call.func.value == positional[0].name.value else None
+    own = {star.name.value, kwargs.name.value}
+    return call.func.value if call.func.value not in own else None
+
+
+def _wraps(decorator: cst.BaseExpression) -> bool:
+    """`@functools.wraps(fn)`, `@wraps(fn)`: a copy of the wrapped function's name and docstring."""
+    if not isinstance(decorator, cst.Call):
+        return False
+    func = decorator.func
+    return (isinstance(func, cst.Name) and func.value == "wraps") or (
+        isinstance(func, cst.Attribute) and func.attr.value == "wraps"
+    )
+
+
+def _docstring(statement: cst.CSTNode) -> bool:
+    return (
+        isinstance(statement, cst.SimpleStatementLine)
+        and len(statement.body) == 1
+        and isinstance(statement.body[0], cst.Expr)
+        and isinstance(statement.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
+    )

@@ -15,6 +15,7 @@ from spmdcheck.analysis import (
     configs,
     containers,
     contracts,
+    decorators,
     layouts,
     objects,
     rankflow,
@@ -117,6 +118,9 @@ def dispatch(interp: Engine, func: Value, args: list[Arg], node: cst.Call) -> Va
         declared = _declared_rule(interp, func)
         if declared is not None:
             return apply_rule(interp, declared, args, node)  # a stub (or a config key) describes this helper
+        forwarded = decorators.forwarded(func, args)  # `call(fn, *args, **kwargs)`: `fn` called right here
+        if forwarded is not None:
+            return dispatch(interp, forwarded[0], forwarded[1], node)
         return call_function(interp, func, args, node)
     if isinstance(func, configs.ConfigBuilder):
         return configs.build_module(interp, func) or UNKNOWN  # `config.w1.build()`: a typed field's module
@@ -159,7 +163,7 @@ def _call_builtin(interp: Engine, func: BuiltinValue, args: list[Arg], node: cst
     if func.name == "dict":
         return objects.call_dict(interp, args, node)
     if func.name in ("tuple", "list") and len(args) == 1 and args[0][0] is None:
-        items = args[0][1]
+        items = rankflow.iterated(interp, args[0][1], node)  # an object: what its `__iter__` gives
         if isinstance(items, Seq):
             return Seq(items.items, is_list=func.name == "list")
         return items if isinstance(items, Homogeneous) else UNKNOWN

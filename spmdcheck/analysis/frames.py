@@ -148,6 +148,7 @@ class Engine(Analysis, Protocol):
     effects: list[tuple[cst.CSTNode | None, Value]] | None
     divergent: list[tuple[RankValue, cst.CSTNode]]  # rank-dependent conditions the code runs under
     rank_branches: int  # arms of rank-dependent `if`s being run
+    attr_logs: list  # one per `if` arm and loop pass being run to be joined (interp/branches.py `attr_writes`)
     conditions_taken: list[tuple[object, bool]]  # the conditions of the `if` arms being run, with their truth
 
     def eval(self, node: cst.BaseExpression) -> Value: ...

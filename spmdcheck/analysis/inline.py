@@ -75,7 +75,7 @@ def _run(
     result: Value = UNKNOWN
     globals_ = func.scope.globals if func.scope is not None else interp.frame.globals
     frame = Frame(decorators.enclosing_names(func), globals_, function=fn, owner=func.owner)
-    frame.yields = rankflow.YieldLog(len(interp.divergent))  # a generator's body yields into it
+    frame.yields = rankflow.YieldLog(len(interp.divergent), len(interp.attr_logs))  # a generator's body yields into it
     skipped = False
     try:
         # decorators and defaults resolve in the callee's globals; argument mismatches are reported
@@ -151,6 +151,8 @@ def _summary_key(interp: Engine, func: FunctionValue, args: list[Arg], receiver:
             if owner is None:
                 return NUMBER if isinstance(value, DimSize) else UNKNOWN
             return (type(value).__name__, owner, getattr(value, "index", None), getattr(value, "rank", None))
+        if isinstance(value, FunctionValue) and value.closure is not None:
+            return value, value.closure  # a wrapper made by another call is another function (by identity)
         return value
 
     try:

@@ -32,6 +32,7 @@ from spmdcheck.analysis.values import (
     InstanceValue,
     Literal,
     ModuleRef,
+    Seq,
     Value,
 )
 
@@ -295,12 +296,16 @@ def call_partial(interp: Engine, func: PartialValue, args: list[Arg], node: cst.
 
 
 def call_dict(interp: Engine, args: list[Arg], node: cst.Call) -> Value:
-    """`dict(group=cfg.tp_group, async_op=False)`, `dict(base, axis="tp")` of a known dict: a dict with
-    those string keys (an argument the checker cannot read leaves it unknown)."""
+    """`dict(group=cfg.tp_group, async_op=False)`, `dict(base, axis="tp")` of a known dict, `dict(zip(names,
+    values))` of known pairs: a dict with those keys (an argument the checker cannot read leaves it unknown)."""
     items: list[tuple[Value, Value, cst.CSTNode]] = []
     for keyword, value, where in args:
         if keyword is None and isinstance(value, DictValue) and not items:
             items.extend(value.items)
+        elif keyword is None and isinstance(value, Seq) and not items and _pairs(value):
+            for key, item in (pair.items for pair in value.items):  # type: ignore[attr-defined]
+                items = [entry for entry in items if entry[0] != key]  # a later pair replaces the key
+                items.append((key, item, where))
         elif keyword is None or keyword == "*":
             return UNKNOWN
         else:
@@ -309,3 +314,8 @@ def call_dict(interp: Engine, args: list[Arg], node: cst.Call) -> Value:
     if not _all_expanded(interp, args, node):
         return UNKNOWN
     return DictValue(tuple(items))
+
+
+def _pairs(value: Seq) -> bool:
+    """Key-value pairs (`zip(keys, values)`, `[("a", x)]`) whose keys are constants."""
+    return all(isinstance(p, Seq) and len(p.items) == 2 and isinstance(p.items[0], Literal) for p in value.items)

@@ -120,30 +120,50 @@ def call_builtin(interp: Engine, name: str, args: list[Arg], node: cst.CSTNode) 
 class YieldLog:
     """What a function's body yielded while it ran (inline.py): a body that yielded is a generator's. Each
     value with the rank-dependent loops and early exits it was yielded under (only those entered within
-    the generator: from `depth` on)."""
+    the generator: from `depth` on). `exact`: the items in order when each yield ran exactly once on the
+    one path the body took (`arms`: the `if` arms and loop passes being joined when the body started), so
+    `a, b = pairs((x, y))` keeps each item's own value; None once a yield may not have run, or run again."""
 
     depth: int
+    arms: int = 0
     items: list[tuple[Value, list[RankValue]]] = field(default_factory=list)
+    exact: list[Value] | None = field(default_factory=list)
 
 
-def yielded(interp: Engine, value: Value, whole: bool) -> None:
+def yielded(interp: Engine, value: Value, whole: bool, node: cst.CSTNode) -> None:
     """A `yield value` (`whole`: `yield from value`, its items) ran in the current frame."""
     log = interp.frame.yields
     if log is None:
         return
-    conditions = [condition for condition, _ in interp.divergent[log.depth :]]
     if whole:
-        if isinstance(value, RankSized):
+        value = iterated(interp, value, node)  # `yield from samples`: what its `__iter__` yields
+    conditions = [condition for condition, _ in interp.divergent[log.depth :]]
+    exact = log.exact
+    if exact is not None:
+        # joined arms or loop passes (attr_logs) run a yield that may run zero or many times
+        if conditions or len(interp.attr_logs) != log.arms or not _straight(interp.frame.function):
+            log.exact = None
+        elif not whole:
+            exact.append(value)
+        elif isinstance(value, Seq):
+            exact.extend(value.items)
+        else:
+            log.exact = None
+    if whole:
+        if isinstance(value, RankValue):  # a rank-sized list, `range(n)` of a rank-dependent `n`
             conditions.append(value)
         value = item_of(value)
     log.items.append((value, conditions))
 
 
 def generated(log: YieldLog) -> Value:
-    """What calling a generator gives, as the loop over it sees it: its items (the value they share), a
-    rank-sized sequence when some were yielded under a rank-dependent loop or exit."""
+    """What calling a generator gives, as the loop over it sees it: its items in order when each ran once
+    (`exact`); else the value they share, a rank-sized sequence when some were yielded under a
+    rank-dependent loop or exit."""
     if not log.items:
         return UNKNOWN
+    if log.exact:
+        return Seq(tuple(log.exact))
     first = log.items[0][0]
     item = first if all(v == first for v, _ in log.items) else UNKNOWN
     conditions = [c for _, cs in log.items for c in cs]
@@ -153,3 +173,50 @@ def generated(log: YieldLog) -> Value:
     for other in conditions[1:]:
         rank = rank.combine(other)
     return RankSized(rank.varies, rank.invariant, item)
+
+
+class _Uncertain(cst.CSTVisitor):
+    """Finds what makes a generator's yields depend on more than the path the interpreter ran: a yield in a
+    `while`, `try` or `match` (or in a conditional expression), a `return` or `raise` inside a block (the
+    yields after it may not run)."""
+
+    def __init__(self) -> None:
+        self.blocks: list[cst.CSTNode] = []
+        self.found = False
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        kind = type(node)
+        if self.found or kind in (cst.FunctionDef, cst.ClassDef, cst.Lambda) and self.blocks:
+            return False
+        if kind is cst.Yield:
+            self.found = any(type(b) in _UNCERTAIN for b in self.blocks)
+        elif kind in (cst.Return, cst.Raise):
+            self.found = len(self.blocks) > 1  # inside a block of the body (the body itself is one)
+        if kind in _BLOCKS or kind in _UNCERTAIN:
+            self.blocks.append(node)
+        return not self.found
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        if self.blocks and self.blocks[-1] is original_node:
+            self.blocks.pop()
+
+
+_BLOCKS = (cst.FunctionDef, cst.If, cst.For, cst.With)
+_UNCERTAIN = (cst.While, cst.Try, cst.TryStar, cst.Match, cst.IfExp, cst.BooleanOperation)
+_STRAIGHT: dict[int, tuple[cst.CSTNode, bool]] = {}
+
+
+def _straight(fn: cst.FunctionDef | None) -> bool:
+    """Whether the generator `fn` runs each yield once per pass of the path the interpreter follows (the
+    `if`s and `for`s around it are run as they are taken: unrolled, or joined and then not exact)."""
+    if fn is None:
+        return False
+    cached = _STRAIGHT.get(id(fn))
+    if cached is not None and cached[0] is fn:
+        return cached[1]
+    visitor = _Uncertain()
+    fn.visit(visitor)
+    if len(_STRAIGHT) > 4096:
+        _STRAIGHT.clear()
+    _STRAIGHT[id(fn)] = (fn, not visitor.found)
+    return not visitor.found

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 import libcst as cst
 
+from spmdcheck.analysis import aliases
 from spmdcheck.analysis.binding import Arg
 from spmdcheck.analysis.context import FileContext
 from spmdcheck.analysis.findings import Finding
@@ -145,6 +146,10 @@ class Interpreter(ModuleRunner, StatementRunner, BranchRunner, LoopRunner):
             key = attr_path(node)
             if key is not None:
                 self.frame.env[key] = value
+        elif node is not None:
+            alias = aliases.written_through(node)  # `{"x": x}["x"].add_(y)` changes `x`
+            if alias is not None:
+                self._write(alias, value)
 
     def _object_of(self, node: cst.BaseExpression) -> Value:
         """What a name or attribute chain denotes, without evaluating anything that could act."""

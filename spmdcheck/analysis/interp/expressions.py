@@ -389,7 +389,7 @@ class Evaluator:
         whole = type(node.value) is cst.From
         part = node.value.item if whole else node.value  # type: ignore[union-attr]
         value = self.eval(part) if part is not None else NONE
-        rankflow.yielded(self.engine, value, whole)
+        rankflow.yielded(self.engine, value, whole, node)
         return UNKNOWN
 
     def eval_Subscript(self, node: cst.Subscript) -> Value:

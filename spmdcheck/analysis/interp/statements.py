@@ -312,6 +312,8 @@ class StatementRunner:
             self.ctx.bound(target.value, value, target)
         elif kind is cst.Tuple or kind is cst.List:
             star = next((i for i, e in enumerate(target.elements) if type(e) is cst.StarredElement), None)
+            if isinstance(value, InstanceValue):  # `a, b = Pairs(...)`: what its `__iter__` gives
+                value = rankflow.iterated(self, value, target)
             items = unpack(value, len(target.elements), star)
             for element, item in zip(target.elements, items):
                 inner = element.value
