@@ -92,7 +92,7 @@ def check(args: argparse.Namespace) -> int:
     diags.sort(key=lambda d: d.sort_key())
     if args.diff:
         settings_of = {f: settings for settings, group in by_settings.items() for f in group}
-        return print_diff(results, settings_of) if run.status == EXIT_CLEAN else EXIT_USAGE
+        return print_diff(results, settings_of, run.programs) if run.status == EXIT_CLEAN else EXIT_USAGE
     stdin_text = run.stdin_text if isinstance(run.stdin_text, str) else None
     if args.fix and args.paths == ["-"] and not args.diff:
         # with `-` and --fix, stdout holds the fixed source (as ruff does), so the report goes to stderr
@@ -150,6 +150,7 @@ class _CheckRun:
         self.stdin_bytes: bytes | None = None
         self.diags: list[Diagnostic] = []  # stub errors (the groups' results are added by `check`)
         self.reported: set[tuple[str, ...]] = set()  # the stub paths whose errors were reported
+        self.programs: dict[str, list[str]] = {}  # each file checked -> the files checked with it (--diff)
 
     def discover(self) -> list[str]:
         """The files to check (stdin's name for `-`); missing or unreadable paths are said on stderr."""
@@ -209,7 +210,8 @@ class _CheckRun:
             group_results = [FileResult(group[0], found)]
             if args.fix and not args.diff:
                 assert self.stdin_bytes is not None, "read with the text"
-                group_results = [fix_stdin(self.stdin_bytes, group_results[0], settings, registry, args.unsafe_fixes)]
+                fixed = fix_stdin(self.stdin_bytes, group_results[0], settings, registry, args.unsafe_fixes, context)
+                group_results = [fixed]
         else:
             from spmdcheck.engine.run import run_check
 
@@ -223,6 +225,8 @@ class _CheckRun:
             group_results = named(checked, group)
             if store is not None:
                 store.save()
+        program = group + context
+        self.programs.update((f, program) for f in group)
         if registry is None and (args.diff or args.add_noqa or args.fix):
             registry = load_registry(settings.stub_path)
         if args.diff or stdin_text is not None:
