@@ -69,3 +69,27 @@ def test_gitlab_job_reports_what_it_writes():
     assert job["artifacts"]["reports"]["codequality"] == target
     assert job["artifacts"]["when"] == "always"
     _assert_parses(argv)
+
+
+def test_install_commands_work_before_spmdcheck_is_published():
+    """Until spmdcheck is on PyPI, `pip install spmdcheck` and a made-up `your-org` URL do not install it: every
+    install command of the recipes names a checkout or a git URL whose placeholder the text explains."""
+    commands = []
+    for block in re.findall(r"^```(?:bash|yaml|sh)\n(.*?)^```$", DOC, re.DOTALL | re.MULTILINE):
+        commands += [m.group(1).strip() for m in re.finditer(r"pip install ([^\n#]+)", block)]
+    assert commands
+    for target in commands:
+        words = shlex.split(target)
+        assert words != ["spmdcheck"], "`pip install spmdcheck` does not work until it is published"
+        assert any(w.startswith(("spmdcheck @ git+", "path/", ".", "/")) for w in words), target
+    assert "your-org" not in DOC
+    assert "<your-host>/<path>" in DOC and "replace `<your-host>/<path>`" in DOC  # the placeholder is explained
+    repos = [hook["repo"] for b in BLOCKS if isinstance(b, dict) for hook in b.get("repos", [])]
+    assert repos and all("your-org" not in repo for repo in repos)
+
+
+def test_the_readme_says_how_long_the_tests_take_and_which_skips_are_expected():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    after = readme.split("python -m pytest -q\n```", 1)[1].split("\n\n", 2)[1]  # the paragraph after the command
+    assert "minutes" in after and re.search(r"\b\d+\b", after.split("minutes")[0][-40:]), after
+    assert re.search(r"About \d+ skips are expected", after), after

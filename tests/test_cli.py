@@ -70,7 +70,9 @@ def test_json_has_exactly_the_documented_shape(project):
         "severity",
         "message",
         "suggestions",
+        "chain",  # the call sites of a finding reached through calls (test_surface.py)
     }
+    assert d["chain"] == []
     assert (d["line"], d["column"], d["code"], d["name"], d["severity"]) == (
         7,
         5,

@@ -156,9 +156,7 @@ def test_exclude_and_extend_exclude_on_the_command_line(project):
 
 
 def test_text_lines_carry_the_severity(tmp_path):
-    (tmp_path / "w.py").write_text(
-        (ROOT / "fixtures" / "dp_tp" / "block_bug_reduce_wrong_axis.py").read_text()
-    )
+    (tmp_path / "w.py").write_text((ROOT / "fixtures" / "dp_tp" / "block_bug_reduce_wrong_axis.py").read_text())
     for fmt in ("full", "concise"):
         out = run(["check", "--isolated", "--output-format", fmt, "w.py"], tmp_path).stdout
         lines = [line for line in out.splitlines() if line.startswith("w.py:")]
@@ -290,6 +288,29 @@ def test_sarif_rules_link_their_pages_and_results_carry_the_call_chain(tmp_path)
     )
     rule = json.loads(published.stdout)["runs"][0]["tool"]["driver"]["rules"][3]
     assert rule["helpUri"] == f"https://example.org/rules/{rule['id']}.md"
+
+
+def test_json_findings_carry_the_call_chain(tmp_path):
+    import shutil
+
+    program = tmp_path / "program"
+    shutil.copytree(CROSS_FILE, program)
+    steps = [("model/transformer.py", 29, 20), ("model/transformer.py", 67, 27), ("model/gpt.py", 29, 22)]
+    for attempt in ("cold", "cached"):  # the chain (columns too) survives the result cache
+        (finding,) = json.loads(run(["check", "--output-format", "json", "."], program).stdout)["diagnostics"]
+        assert [(s["path"], s["line"], s["column"]) for s in finding["chain"]] == steps, attempt
+        assert [s["message"] for s in finding["chain"]] == [
+            f"called from here (step {n} of the call chain)" for n in (1, 2, 3)
+        ]
+        called_from = ", ".join(f"called from {path}:{line}" for path, line, _ in steps)
+        assert finding["message"].endswith(f"({called_from})")  # the message's order
+        (line,) = run(["check", "--output-format", "json-lines", "."], program).stdout.splitlines()
+        assert json.loads(line) == finding
+    (tmp_path / "alone.py").write_text(BUGGY)  # a finding not reached through calls: an empty chain
+    (alone,) = json.loads(run(["check", "--output-format", "json", "--mesh", "tp", "alone.py"], tmp_path).stdout)[
+        "diagnostics"
+    ]
+    assert alone["chain"] == []
 
 
 def test_progress_line_draws_counts_and_erases_itself(monkeypatch):

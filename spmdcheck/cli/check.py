@@ -7,7 +7,7 @@ import contextlib
 import os
 import pathlib
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, TextIO
 
 from spmdcheck.cli.fix import add_noqa_comments, fix_files, fix_stdin, print_diff
@@ -76,7 +76,7 @@ def check(args: argparse.Namespace) -> int:
     if args.show_types:
         try:
             with output_stream(args) as out:
-                show_types(by_settings, run.stdin_text, args, out)
+                show_types(by_settings, run.stdin_text, args, out, run.context_for)
         except OutputFileError as exc:
             print(f"spmdcheck: {exc}", file=sys.stderr)
             return EXIT_USAGE
@@ -92,7 +92,7 @@ def check(args: argparse.Namespace) -> int:
     diags.sort(key=lambda d: d.sort_key())
     if args.diff:
         settings_of = {f: settings for settings, group in by_settings.items() for f in group}
-        return print_diff(results, settings_of) if run.status == EXIT_CLEAN else EXIT_USAGE
+        return print_diff(results, settings_of, run.programs) if run.status == EXIT_CLEAN else EXIT_USAGE
     stdin_text = run.stdin_text if isinstance(run.stdin_text, str) else None
     if args.fix and args.paths == ["-"] and not args.diff:
         # with `-` and --fix, stdout holds the fixed source (as ruff does), so the report goes to stderr
@@ -150,6 +150,7 @@ class _CheckRun:
         self.stdin_bytes: bytes | None = None
         self.diags: list[Diagnostic] = []  # stub errors (the groups' results are added by `check`)
         self.reported: set[tuple[str, ...]] = set()  # the stub paths whose errors were reported
+        self.programs: dict[str, list[str]] = {}  # each file checked -> the files checked with it (--diff)
 
     def discover(self) -> list[str]:
         """The files to check (stdin's name for `-`); missing or unreadable paths are said on stderr."""
@@ -204,20 +205,19 @@ class _CheckRun:
         elif stdin_text is not None:
             from spmdcheck.engine.buffers import check_in_program
 
-            if self.primary.project_context and not args.no_project_context and args.stdin_filename:
-                context = project_context(group, settings, self.resolver, args, self.primary)  # as for a file
+            context = self.context_for(group, settings)  # as for a file
             found, _ = check_in_program(group[0], stdin_text, settings, registry, context)
             group_results = [FileResult(group[0], found)]
             if args.fix and not args.diff:
                 assert self.stdin_bytes is not None, "read with the text"
-                group_results = [fix_stdin(self.stdin_bytes, group_results[0], settings, registry, args.unsafe_fixes)]
+                fixed = fix_stdin(self.stdin_bytes, group_results[0], settings, registry, args.unsafe_fixes, context)
+                group_results = [fixed]
         else:
             from spmdcheck.engine.run import run_check
 
-            if self.primary.project_context and not args.no_project_context:
-                # one settings group: the folders named hold only its files, so the context need not walk them
-                walked = frozenset(os.path.realpath(p) for p in self.paths if groups == 1 and os.path.isdir(p))
-                context = project_context(group, settings, self.resolver, args, self.primary, walked)
+            # one settings group: the folders named hold only its files, so the context need not walk them
+            walked = frozenset(os.path.realpath(p) for p in self.paths if groups == 1 and os.path.isdir(p))
+            context = self.context_for(group, settings, walked)
             focus = frozenset(group) if context else None
             jobs = self._jobs()
             with progress_for(self.args, len(group) + len(context)) as progress:  # erased before anything else
@@ -225,6 +225,8 @@ class _CheckRun:
             group_results = named(checked, group)
             if store is not None:
                 store.save()
+        program = group + context
+        self.programs.update((f, program) for f in group)
         if registry is None and (args.diff or args.add_noqa or args.fix):
             registry = load_registry(settings.stub_path)
         if args.diff or stdin_text is not None:
@@ -240,6 +242,16 @@ class _CheckRun:
             if unfixed:  # every file that could not be written was named on stderr
                 self.status = EXIT_USAGE
         return group_results
+
+    def context_for(self, group: list[str], settings: Settings, walked: frozenset[str] = frozenset()) -> list[str]:
+        """The other files of the group's packages, analysed with it but not reported (`project_context`);
+        none with --no-project-context, or for stdin without --stdin-filename (it has no folder)."""
+        args = self.args
+        if not self.primary.project_context or args.no_project_context:
+            return []
+        if self.stdin_text is not None and not args.stdin_filename:
+            return []
+        return project_context(group, settings, self.resolver, args, self.primary, walked)
 
     def _jobs(self) -> int:
         return self.args.jobs if self.args.jobs is not None else self.primary.jobs
@@ -288,11 +300,19 @@ def open_cache(args: argparse.Namespace, root: pathlib.Path, settings: Settings)
     return cache.ResultCache.open(directory, cache.run_key(settings, stub_dirs))
 
 
-def show_types(by_settings: dict, stdin_text: str | None, args: argparse.Namespace, out: TextIO) -> None:
-    """`check --show-types`: each settings group analysed as one program, printed in file order. Files
-    of one module name (`a.py` and `sub/a.py`, neither in a package) are analysed in separate programs,
-    as a check analyses them: one program holds one module of each name."""
-    from spmdcheck.engine.typeinfo import infer_files, infer_source
+def show_types(
+    by_settings: dict,
+    stdin_text: str | ParseFailure | None,
+    args: argparse.Namespace,
+    out: TextIO,
+    context_for: Callable[[list[str], Settings], list[str]],
+) -> None:
+    """`check --show-types`: each settings group analysed as one program with the rest of its packages'
+    files (`context_for`, as a check analyses them; stdin's text as its --stdin-filename), printed in file
+    order. Files of one module name (`a.py` and `sub/a.py`, neither in a package) are analysed in separate
+    programs, as a check analyses them: one program holds one module of each name."""
+    from spmdcheck.engine.buffers import typed_in_program
+    from spmdcheck.engine.typeinfo import TypedFile
     from spmdcheck.report import use_color
     from spmdcheck.report.types_report import write_types_json, write_types_text
     from spmdcheck.rules.registry import load_registry
@@ -300,11 +320,14 @@ def show_types(by_settings: dict, stdin_text: str | None, args: argparse.Namespa
     typed = []
     for settings, group in by_settings.items():
         registry = load_registry(settings.stub_path)
-        if stdin_text is not None:
-            typed.append(infer_source(stdin_text, group[0], settings, registry))
+        context = context_for(group, settings) if stdin_text is None or isinstance(stdin_text, str) else []
+        if isinstance(stdin_text, str):
+            typed += typed_in_program(group, settings, registry, context, {group[0]: stdin_text})
+        elif stdin_text is not None:  # undecodable input: nothing to type (a check reports why)
+            typed.append(TypedFile(group[0]))
         else:
             for program in programs_by_module_name(group):
-                typed += infer_files(program, settings, registry)
+                typed += typed_in_program(program, settings, registry, context)
     typed.sort(key=lambda t: t.path)
     if args.output_format == "json":
         write_types_json(typed, out)

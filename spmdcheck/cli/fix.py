@@ -17,24 +17,32 @@ if TYPE_CHECKING:
     from spmdcheck.settings import Settings
 
 
-def print_diff(results: list[FileResult], settings_of: dict[str, Settings]) -> int:
-    """--diff: print what every fix (unsafe ones included: nothing is written) would change."""
-    from spmdcheck.engine.check import check_source
+def print_diff(results: list[FileResult], settings_of: dict[str, Settings], programs: dict[str, list[str]]) -> int:
+    """--diff: print what every fix (unsafe ones included: nothing is written) would change. `programs`: the
+    files each file is checked with (its group's and their project context): later rounds check the fixed
+    text with them, as the first did."""
+    from spmdcheck.engine.buffers import DiskTexts, check_in_program
     from spmdcheck.fixes.rounds import fix_diff, fixable
     from spmdcheck.report import display_path
     from spmdcheck.rules.registry import load_registry
 
     total = 0
+    disk = DiskTexts()
     for r in sorted(results, key=lambda r: r.path):
         if not fixable(r.diagnostics, True):
             continue
         settings = settings_of[r.path]
         registry = load_registry(settings.stub_path)
+        others = [f for f in programs.get(r.path, []) if f != r.path]
 
         def check(
-            text: str, path: str = r.path, settings: Settings = settings, registry: Registry = registry
+            text: str,
+            path: str = r.path,
+            settings: Settings = settings,
+            registry: Registry = registry,
+            others: list[str] = others,
         ) -> list[Diagnostic]:
-            return check_source(text, path, settings, registry)
+            return check_in_program(path, text, settings, registry, others, disk=disk)[0]
 
         diff, count = fix_diff(r.path, r.diagnostics, check, display_path(r.path).replace(os.sep, "/"))
         sys.stdout.write(diff)
@@ -68,9 +76,10 @@ def fix_files(
     context: list[str],
 ):
     """Apply fixes in rounds (spmdcheck/fixes/rounds.py says why): each round applies every file's next batch,
-    then checks the changed files again, and at the end every file; only the safe fixes without --unsafe-fixes.
-    Each file's write is a transaction (spmdcheck/fixes/apply.py); returns the results and how many files could
-    not be fixed."""
+    then checks again, with their whole programs, the files that import or are imported by a changed one
+    (directly or not: a fix can change what a helper in another file receives), as the command line checks
+    them; at the end every file; only the safe fixes without --unsafe-fixes. Each file's write is a
+    transaction (spmdcheck/fixes/apply.py); returns the results and how many files could not be fixed."""
     from spmdcheck.engine.check import check_source
     from spmdcheck.fixes.apply import FixOutcome, apply_fixes
     from spmdcheck.fixes.rounds import IMPORT_LINE, MAX_ROUNDS, fixable, next_batch
@@ -84,6 +93,7 @@ def fix_files(
         )
     applied: dict[str, int] = {}
     failed: set[str] = set()
+    programs: ConnectedFiles | None = None
     for _ in range(MAX_ROUNDS):
         changed = []
         for r in results:
@@ -91,12 +101,14 @@ def fix_files(
             if not batch:
                 continue
             try:
+                # one batch: what it leads to is found by the program's check below, not by the file's alone
                 outcome = apply_fixes(
                     r.path,
                     batch,
                     IMPORT_LINE,
                     recheck=lambda text, path=r.path: check_source(text, path, settings, registry),
                     roots=roots,
+                    rounds=1,
                 )
             except Exception as exc:  # noqa: BLE001 - one file's failure must not stop the others
                 outcome = FixOutcome(r.path, 0, f"internal error while fixing ({type(exc).__name__}): left unchanged")
@@ -108,10 +120,16 @@ def fix_files(
                 changed.append(r.path)
         if not changed:
             break
-        # the next round needs only the changed files' findings; the report below checks everything again
-        unchanged = [f for f in files if f not in changed]  # still the changed files' context
-        again = {r.path: r for r in run_uncached(changed, settings, registry, jobs, context + unchanged)}
-        results = [again.get(r.path, r) for r in results]
+        # the next round needs the findings of every file whose program holds a changed file: those
+        # programs are analysed whole (their other files' findings are as a whole run finds them)
+        if programs is None:
+            programs = ConnectedFiles(files + context)
+        affected = programs.around(changed)
+        recheck = [f for f in files if f in affected]
+        unaffected = [f for f in files if f not in affected]  # still the rechecked files' context
+        again = run_uncached(recheck, settings, registry, jobs, context + unaffected)
+        by_path = {r.path: r for r in again}
+        results = [by_path.get(r.path, r) for r in results]
     if applied:
         results = run_uncached(files, settings, registry, jobs, context)
     for path, count in sorted(applied.items()):
@@ -119,20 +137,71 @@ def fix_files(
     return results, len(failed)
 
 
+class ConnectedFiles:
+    """The files of `paths` connected to given ones by imports, in either direction, directly or not: the
+    files a whole run analyses in one program with them (`engine.plan.plan_programs`). Read once: fixes add
+    imports of installed modules (spmd_types, Megatron's mappings), not of the files checked."""
+
+    def __init__(self, paths: list[str]) -> None:
+        from spmdcheck.program.graph import build_graph
+
+        sources: dict[str, bytes] = {}
+        for path in paths:
+            try:
+                with open(path, "rb") as fh:
+                    sources[path] = fh.read()
+            except OSError:
+                continue  # not analysed by the run either
+        graph = build_graph(sources)
+        self.paths = list(paths)
+        neighbours: dict[str, set[str]] = {name: set() for name in graph.modules}  # imports, either way
+        for importer, targets in graph.edges.items():
+            for target in targets:
+                neighbours[importer].add(target)
+                neighbours[target].add(importer)
+        part_of: dict[str, int] = {}  # module name -> its connected part
+        parts = 0
+        for start in graph.modules:
+            if start in part_of:
+                continue
+            todo, part_of[start], parts = [start], parts, parts + 1
+            while todo:
+                for other in neighbours[todo.pop()]:
+                    if other not in part_of:
+                        part_of[other] = part_of[start]
+                        todo.append(other)
+        self.part = {module.path: part_of[name] for name, module in graph.modules.items()}  # path -> its part
+
+    def around(self, changed: list[str]) -> set[str]:
+        """The paths connected to a changed one (every path when one is not in the graph: a second file of
+        one module name, say, analysed apart)."""
+        parts = {self.part.get(path) for path in changed}
+        if None in parts:
+            return set(self.paths)
+        return {path for path, part in self.part.items() if part in parts}
+
+
 def fix_stdin(
-    data: bytes, result: FileResult, settings: Settings, registry: Registry | None, unsafe: bool
+    data: bytes,
+    result: FileResult,
+    settings: Settings,
+    registry: Registry | None,
+    unsafe: bool,
+    context: list[str],
 ) -> FileResult:
     """`check --fix -`: the fixed source on stdout (the input's bytes when nothing applies), as ruff does;
-    in the input's encoding, BOM and line endings."""
-    from spmdcheck.engine.check import check_source
+    in the input's encoding, BOM and line endings. Every round checks the text with the rest of its program
+    (`context`: --stdin-filename's packages), as the first did."""
+    from spmdcheck.engine.buffers import DiskTexts, check_in_program
     from spmdcheck.fixes.apply import decode, encode
     from spmdcheck.fixes.rounds import fix_in_memory, fixable
     from spmdcheck.settings import FileResult
 
     source = decode(data)
+    disk = DiskTexts()
 
     def check(text: str) -> list:
-        return check_source(text, result.path, settings, registry)
+        return check_in_program(result.path, text, settings, registry, context, disk=disk)[0]
 
     held_back = len(fixable(result.diagnostics, True)) - len(fixable(result.diagnostics, False))
     if held_back and not unsafe:

@@ -45,9 +45,10 @@ class Diagnostic:
     suggestions: list[SuggestionOut] = field(default_factory=list)
     # the source lines around `line` as (number, text), for the text report's code frame
     frame: tuple[tuple[int, str], ...] = field(default=(), compare=False, repr=False)
-    # a finding inside a function reached through calls: the call sites as (path, line), innermost first
-    # (the message says them too: "called from ..."); SARIF's relatedLocations and codeFlows, editors' related
-    chain: tuple[tuple[str, int], ...] = field(default=(), compare=False)
+    # a finding inside a function reached through calls: the call sites as (path, line, column), innermost
+    # first (the message says them too: "called from ..."); SARIF's relatedLocations and codeFlows, editors'
+    # related information, the JSON report's `chain`
+    chain: tuple[tuple[str, int, int], ...] = field(default=(), compare=False)
 
     def attach_frame(self, lines: list[str]) -> None:
         """Keep the lines before, at and after the diagnostic's line (the text it was found in)."""
@@ -163,19 +164,21 @@ class ProgramPositions:
         if pos is None:
             return None  # a node the analysis made up (never in a module): nothing to point at
 
-        def site(ref: int) -> tuple[str, int] | None:
+        def site(ref: int) -> tuple[str, int, int] | None:
             node, site_origin = sites[ref]
             site_key = self._known(site_origin)
             if site_key not in self._files:
                 return None
             site_pos = self._table(site_origin if site_key == id(site_origin) else None).get(node)
-            return self._files[site_key][0], site_pos.start.line if site_pos is not None else 0
+            if site_pos is None:
+                return self._files[site_key][0], 0, 0
+            return self._files[site_key][0], site_pos.start.line, site_pos.start.column + 1
 
         def where(ref: int, here: str = path) -> str:
             found = site(ref)
             if found is None:
                 return "another file"
-            site_path, line = found
+            site_path, line, _ = found
             return f"line {line}" if site_path == here else f"{display_path(site_path)}:{line}"
 
         message = _SITE.sub(lambda m: where(int(m.group(1))), f.message)

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from spmdcheck.diagnostics.render import Diagnostic
     from spmdcheck.settings import Settings
 
-FORMAT_VERSION = 8  # 8: every file sealed with the user's key (cache_trust)
+FORMAT_VERSION = 9  # 8: every file sealed with the user's key (cache_trust); 9: call chain steps have a column
 DIRNAME = ".spmdcheck_cache"
 CACHEDIR_TAG = (
     "Signature: 8a477f597d28d172789f06886806bc55\n"
@@ -552,8 +552,10 @@ def _diagnostic_shape(d: object) -> bool:
     line, column, end_line, end_column, code, name, severity, message, suggestions, *chain = d
     if chain and not isinstance(chain[0], list):
         return False
-    for site in chain[0] if chain else ():  # the call chain: [path, line] pairs
-        if not (isinstance(site, list) and len(site) == 2 and isinstance(site[0], str) and _position(site[1])):
+    for site in chain[0] if chain else ():  # the call chain: [path, line, column] triples
+        if not (isinstance(site, list) and len(site) == 3 and isinstance(site[0], str)):
+            return False
+        if not (_position(site[1]) and _position(site[2])):
             return False
     if not all(_position(i) for i in (line, column, end_line, end_column)) or not isinstance(message, str):
         return False
@@ -606,7 +608,7 @@ def from_plain(path: str, plain: list[list[Any]]) -> list[Diagnostic]:
             severity,
             message,
             [SuggestionOut(m, r, tuple(span) if span else None, *safe) for m, r, span, *safe in suggestions],
-            chain=tuple((site[0], site[1]) for site in chain[0]) if chain else (),
+            chain=tuple((site[0], site[1], site[2]) for site in chain[0]) if chain else (),
         )
         for line, column, end_line, end_column, code, name, severity, message, suggestions, *chain in plain
     ]

@@ -12,7 +12,8 @@ one (`os.replace`: readers see the old or the new file, never half of one); a fi
 meanwhile (a second `--fix` run) is reported as such and not overwritten.
 
 Fixes are applied again on the fixed text until none is left (at most `MAX_ROUNDS`), so a second run has
-nothing to do.
+nothing to do. `check --fix` applies one batch per file at a time (`rounds=1`) and finds the next with the
+file's whole program (cli/fix.py): a follow-up finding may need the rest of the package.
 """
 
 from __future__ import annotations
@@ -125,13 +126,15 @@ def fix_source(
     recheck: Recheck | None = None,
     import_line: str | None = IMPORT_LINE,
     newline: str = "\n",
+    rounds: int = MAX_ROUNDS,
 ) -> tuple[str, int, str | None]:
-    """Fix `text` until no fix is left: (new text, fixes applied, why it stopped early or None).
+    """Fix `text` until no fix is left, at most `rounds` times: (new text, fixes applied, why it stopped early
+    or None). Each later round applies the fixes of `recheck`'s findings on the text so far.
 
     The text is returned unchanged with a reason when a round's result does not parse or fails its check.
     """
     current, applied = text, 0
-    for _ in range(MAX_ROUNDS):
+    for _ in range(rounds):
         fixed, count = fix_text(current, diags, import_line, newline)
         if not count:
             return current, applied, None
@@ -169,8 +172,10 @@ def apply_fixes(
     *,
     recheck: Recheck | None = None,
     roots: Sequence[str] | None = None,
+    rounds: int = MAX_ROUNDS,
 ) -> FixOutcome:
-    """Fix one file in place, as a transaction (see the module docstring). `roots`: the checked tree."""
+    """Fix one file in place, as a transaction (see the module docstring). `roots`: the checked tree;
+    `rounds`: how many times fixes are applied (1: `diags`' only, `recheck` then validates the result)."""
     real = os.path.realpath(path)
     if roots is not None and not _inside(real, [os.path.realpath(r) for r in roots]):
         return FixOutcome(path, 0, f"links to {real}, outside the checked tree: not rewritten")
@@ -189,7 +194,7 @@ def apply_fixes(
     fixable = [d for d in diags if any(s.span for s in d.suggestions)]
     if _stale(fixable, physical_lines(source.text)):
         return FixOutcome(path, 0, "changed on disk since it was checked (another process?): left unchanged")
-    fixed, count, error = fix_source(source.text, fixable, recheck, import_line, source.newline)
+    fixed, count, error = fix_source(source.text, fixable, recheck, import_line, source.newline, rounds)
     if error or not count:
         return FixOutcome(path, 0, error)
     try:

@@ -74,7 +74,7 @@ def fix_diff(
     unsafe: bool = True,
 ) -> tuple[str, int]:
     """The unified diff the fixes would make to `path`, whose diagnostics are `diags`; and how many fixes.
-    Later rounds check the file on its own (`check`)."""
+    Later rounds check the fixed text with `check` (the command line's checks it with the file's program)."""
     from spmdcheck.fixes.apply import decode
 
     try:

@@ -7,8 +7,9 @@ from typing import TextIO
 
 from spmdcheck.diagnostics.render import Diagnostic
 from spmdcheck.report import ReportContext
+from spmdcheck.report.json_report import finding_json
 
 
 def write(diags: list[Diagnostic], context: ReportContext, out: TextIO) -> None:
     for d in diags:
-        out.write(json.dumps(d.to_json(), ensure_ascii=False) + "\n")
+        out.write(json.dumps(finding_json(d), ensure_ascii=False) + "\n")

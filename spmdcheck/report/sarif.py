@@ -122,13 +122,14 @@ def _call_chain(d: Diagnostic) -> dict:
     """The call sites of a finding reached through calls: `relatedLocations` (innermost call first, as the
     message says them), and one thread flow from the outermost call to the finding."""
 
-    def location(path: str, line: int, text: str, index: int | None = None) -> dict:
-        place = {"physicalLocation": {"artifactLocation": _artifact(path), "region": {"startLine": line}}}
+    def location(path: str, line: int, column: int, text: str, index: int | None = None) -> dict:
+        region = {"startLine": line, **({"startColumn": column} if column else {})}
+        place = {"physicalLocation": {"artifactLocation": _artifact(path), "region": region}}
         return {**({"id": index} if index is not None else {}), **place, "message": {"text": text}}
 
-    related = [location(path, line, "called from here", i) for i, (path, line) in enumerate(d.chain, 1)]
-    steps = [{"location": location(path, line, "the call")} for path, line in reversed(d.chain)]
-    finding = location(d.path, d.line, d.message)
+    related = [location(*site, "called from here", i) for i, site in enumerate(d.chain, 1)]
+    steps = [{"location": location(*site, "the call")} for site in reversed(d.chain)]
+    finding = location(d.path, d.line, d.column, d.message)
     finding["physicalLocation"]["region"] = _region(d.line, d.column, d.end_line, d.end_column)
     steps.append({"location": finding})
     return {"relatedLocations": related, "codeFlows": [{"threadFlows": [{"locations": steps}]}]}

@@ -39,6 +39,7 @@ def write(diags: list[Diagnostic], context: ReportContext, out: TextIO) -> None:
     from rich.markup import escape
 
     color = context.color
+
     class _Console(Console):
         def on_broken_pipe(self) -> None:  # rich would exit with status 1 itself; the command line decides
             raise BrokenPipeError

@@ -25,30 +25,22 @@ A rank whose parameters differ from the reference's (a gradient reduced wrongly,
 the run "differ"; a program that raises is an "error", one that does not answer in time a "hang".
 
 The pools (one per world size, 1, 2 and 4) are ``pool.RankPool``s of the DTensor runner's kind: forked from
-the forkserver of ``pool.py``, joined to a gloo group once, running package after package.
+the forkserver of ``pool.py``, joined to a gloo group once, running package after package. What the two
+runners share (the twins, the rank loop, the pools, the references, the sweep) is in ``twins.py``.
 """
 
 from __future__ import annotations
 
-import ast
-import datetime
 import importlib
-import logging
-import math
 import os
 import pathlib
-import pickle
 import re
 import shutil
 import sys
 import tempfile
-import traceback
-import warnings
-from dataclasses import dataclass
 
 from . import pool as rank_pool
-from .dtensor import RUN_TIMEOUT, Run, _close, default_shapes, spawn_ranks, sweep
-from .spec import mesh_of, module_constants
+from .twins import RUN_TIMEOUT, TwinProgram, TwinRunner, close, read_twin, serve_jobs, spawn_ranks, sweep
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PROGRAMS = ROOT / "fixtures" / "programs"
@@ -66,40 +58,13 @@ PROPOSED_CODES = {
     "SPMD606": "gradient-averaged-twice",
 }
 
-_BUG = re.compile(r"^(?P<name>.+?)_bug_(?P<what>.+)$")
-
 
 # --------------------------------------------------------------------------- the packages
-@dataclass
-class GradSyncPackage:
-    path: pathlib.Path
-    family: str  # the name a bug and its ok twin share
-    is_bug: bool
-    axes: tuple[str, ...]
-    shapes: list[tuple[int, ...]]
-    twin: pathlib.Path | None = None  # the ok twin of a bug
-
-    @property
-    def name(self) -> str:
-        return self.path.name
+def read_package(path: pathlib.Path) -> TwinProgram:
+    return read_twin(path, path / ENTRY)
 
 
-def read_package(path: pathlib.Path) -> GradSyncPackage:
-    entry = (path / ENTRY).read_text(encoding="utf-8")
-    axes = mesh_of(entry)
-    if not axes:
-        raise ValueError(f"{path.name}/{ENTRY}: no `# spmdcheck: mesh = [...]` header")
-    shapes = module_constants(ast.parse(entry)).get("MESH_SHAPES")
-    shapes = [tuple(s) for s in shapes] if shapes else default_shapes(axes)  # type: ignore[union-attr]
-    m_bug = _BUG.match(path.name)
-    if not (m_bug or path.name.endswith("_ok")):
-        raise ValueError(f"{path.name}: neither <name>_ok nor <name>_bug_<what>")
-    family = m_bug.group("name") if m_bug else path.name.removesuffix("_ok")
-    twin = path.with_name(f"{family}_ok") if m_bug else None
-    return GradSyncPackage(path, family, bool(m_bug), axes, shapes, twin)
-
-
-def discover(root: pathlib.Path = PROGRAMS) -> list[GradSyncPackage]:
+def discover(root: pathlib.Path = PROGRAMS) -> list[TwinProgram]:
     return [read_package(p) for p in sorted(root.glob(f"{PREFIX}*")) if (p / "__init__.py").is_file()]
 
 
@@ -110,40 +75,7 @@ def modules(package: pathlib.Path) -> list[pathlib.Path]:
 # --------------------------------------------------------------------------- inside a rank
 def rank_main(rank: int, world: int, port: int, conn) -> None:  # noqa: ANN001
     """Entry of a rank process: join the gloo group, then run the packages the parent sends."""
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
-    os.environ["MASTER_PORT"] = str(port)
-    warnings.filterwarnings("ignore")
-    logging.disable(logging.CRITICAL)
-    import torch
-    import torch.distributed as dist
-
-    torch.set_num_threads(1)
-    try:
-        dist.init_process_group("gloo", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=120))
-        conn.send_bytes(pickle.dumps({"status": "ready", "pid": os.getpid()}))
-    except Exception as exc:  # noqa: BLE001
-        conn.send_bytes(pickle.dumps({"status": "error", "error": {"message": f"{type(exc).__name__}: {exc}"}}))
-        return
-    while True:
-        try:
-            job = pickle.loads(conn.recv_bytes())
-        except (EOFError, OSError):
-            break
-        if job == "stop":
-            break
-        try:
-            answer = {"status": "ok", **run_package(job["root"], job["name"], job["sizes"])}
-        except BaseException as exc:  # noqa: BLE001 - a program's failure is an answer, never a dead rank
-            text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-            answer = {
-                "status": "error",
-                "error": {"message": f"{type(exc).__name__}: {str(exc)[:1000]}", "traceback": text[-3000:]},
-            }
-        conn.send_bytes(pickle.dumps(answer))
-    try:
-        dist.destroy_process_group()
-    except Exception:  # noqa: BLE001, S110 - the parent is gone or stopping us
-        pass
+    serve_jobs(rank, world, port, conn, lambda job: run_package(job["root"], job["name"], job["sizes"]))
 
 
 def run_package(root: str, name: str, sizes: dict[str, int]) -> dict:
@@ -205,7 +137,7 @@ def compare(reference: dict, answers: list[dict], axes: tuple[str, ...], shape: 
             expected = want.get(name)
             if expected is not None and dim is not None:
                 expected = expected.chunk(tp, dim=dim)[tp_rank]
-            ok, diff = _close(value, expected)
+            ok, diff = close(value, expected)
             worst = max(worst, diff)
             if not ok:
                 differing.append(f"rank {rank}: {name}")
@@ -213,29 +145,20 @@ def compare(reference: dict, answers: list[dict], axes: tuple[str, ...], shape: 
     return not differing, worst, differing
 
 
-class Runner:
-    """The pools (one per world size, started on first use), the packages copied once under names of their
-    own, and the references (one per family)."""
+class Runner(TwinRunner):
+    """The gradient-synchronisation pools, and the packages copied once under names of their own; a job is a
+    package's name and the size of each mesh dim."""
+
+    pool_class = GradSyncPool
 
     def __init__(self, timeout: float = RUN_TIMEOUT) -> None:
-        self.timeout = timeout
-        self.pools: dict[int, GradSyncPool] = {}
-        self.references: dict[str, dict] = {}
+        super().__init__(timeout)
         self.copies: dict[pathlib.Path, str] = {}
         self.root = tempfile.mkdtemp(prefix="spmdcheck-gradsync-")
 
     def close(self) -> None:
-        for p in self.pools.values():
-            p.close()
-        self.pools.clear()
+        super().close()
         shutil.rmtree(self.root, ignore_errors=True)
-
-    def _pool(self, world: int) -> GradSyncPool:
-        if world not in self.pools:
-            pool = GradSyncPool(world)
-            pool.start()
-            self.pools[world] = pool
-        return self.pools[world]
 
     def _copy(self, package: pathlib.Path) -> str:
         """The package under a name of its own: a bug and its twin share module names, never cached modules."""
@@ -245,36 +168,13 @@ class Runner:
             self.copies[package] = name
         return self.copies[package]
 
-    def execute(self, package: pathlib.Path, axes: tuple[str, ...], shape: tuple[int, ...]) -> tuple[str, object]:
-        """("ok", [answer per rank]) | ("error", message) | ("hang", message)."""
-        world = math.prod(shape)
-        job = {"root": self.root, "name": self._copy(package), "sizes": dict(zip(axes, shape))}
-        answers, broken = self._pool(world).run([job] * world, self.timeout)
-        if broken:
-            missing = [i for i, a in enumerate(answers) if a is None]
-            return "hang", f"no answer from rank(s) {missing} within {self.timeout:.0f}s"
-        errors = [a["error"] for a in answers if a["status"] != "ok"]  # type: ignore[index]
-        if errors:
-            return "error", errors[0]["message"]
-        return "ok", answers
+    def job(self, path: pathlib.Path, axes: tuple[str, ...], shape: tuple[int, ...]) -> dict:
+        return {"root": self.root, "name": self._copy(path), "sizes": dict(zip(axes, shape))}
 
-    def reference(self, program: GradSyncPackage) -> dict:
-        """The ok twin with every mesh dim of size 1 (one rank: the whole model, the whole batch)."""
-        ok_path = program.twin if program.is_bug and program.twin is not None else program.path
-        if ok_path.name not in self.references:
-            status, result = self.execute(ok_path, program.axes, (1,) * len(program.axes))
-            if status != "ok":
-                raise RuntimeError(f"the reference run of {ok_path.name} failed: {result}")
-            self.references[ok_path.name] = result[0]  # type: ignore[index]
-        return self.references[ok_path.name]
-
-    def run(self, program: GradSyncPackage, shape: tuple[int, ...]) -> Run:
-        reference = self.reference(program)
-        status, result = self.execute(program.path, program.axes, shape)
-        if status != "ok":
-            return Run(shape, status, math.inf, str(result))
-        same, worst, differing = compare(reference, result, program.axes, shape)  # type: ignore[arg-type]
-        return Run(shape, "match" if same else "differ", worst, differing=differing)
+    def compare(
+        self, reference: dict, answers: list[dict], program: TwinProgram, shape: tuple[int, ...]
+    ) -> tuple[bool, float, list[str]]:
+        return compare(reference, answers, program.axes, shape)
 
 
 def main(argv: list[str] | None = None) -> int:

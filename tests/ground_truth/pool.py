@@ -67,15 +67,27 @@ class RankPool:
 
     # ------------------------------------------------------------------ life cycle
     def start(self) -> None:
-        ctx = _context()
+        ranks = self.world if self.kind == "gloo" else 1
+
+        def args_of(rank: int, port: int) -> tuple:
+            return self.kind, rank, self.world, port
+
+        self.spawn(_context(), worker.rank_main, args_of, ranks, self.kind)
+
+    def spawn(self, ctx, target, args_of, ranks: int, label: str) -> None:  # noqa: ANN001
+        """Start `ranks` processes running `target(*args_of(rank, port), conn)` and wait until each says it is
+        ready (this pool's spmd_types workers, and the twin runners' ranks: twins.py)."""
         t0 = time.perf_counter()
         port = free_port()
-        n = self.world if self.kind == "gloo" else 1
         self.procs, self.conns = [], []
-        for rank in range(n):
+        for rank in range(ranks):
             parent, child = ctx.Pipe()
-            p = ctx.Process(target=worker.rank_main, args=(self.kind, rank, self.world, port, child), daemon=True,
-                            name=f"gt-{self.kind}{self.world}-r{rank}")
+            p = ctx.Process(
+                target=target,
+                args=(*args_of(rank, port), child),
+                daemon=True,
+                name=f"gt-{label.lower()}{self.world}-r{rank}",
+            )
             p.start()
             child.close()
             self.procs.append(p)
@@ -85,7 +97,7 @@ class RankPool:
             left = deadline - time.monotonic()
             if left <= 0 or not conn.poll(left):
                 self.close()
-                raise RuntimeError(f"rank {rank} of the {self.kind} pool (world {self.world}) did not start")
+                raise RuntimeError(f"rank {rank} of the {label} pool (world {self.world}) did not start")
             msg = pickle.loads(conn.recv_bytes())
             if msg.get("status") != "ready":
                 self.close()

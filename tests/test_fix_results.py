@@ -1,5 +1,6 @@
-"""Fixes people can review: --diff writes nothing; every page's fixed example is its bad example with the
-checker's first suggestion applied; after --fix --unsafe-fixes no fixture keeps the fixed finding."""
+"""What the fixes write: --diff shows exactly what --fix --unsafe-fixes then writes, and writes nothing; every
+rule page's fixed example is its bad example with the checker's first suggestion applied; after --fix
+--unsafe-fixes no fixture keeps the finding a fix was applied to."""
 
 from __future__ import annotations
 
