@@ -19,6 +19,7 @@ from spmdcheck.analysis import (
     objects,
     rankflow,
     spmd_api,
+    tp_plans,
     transfer,
 )
 from spmdcheck.analysis.binding import Arg, bind
@@ -79,6 +80,9 @@ def dispatch(interp: Engine, func: Value, args: list[Arg], node: cst.Call) -> Va
         stubbed = _declaration(registry.lookup(registry.resolve_alias(f"{func.module}.{func.name}")))
         if stubbed is not None:
             return apply_rule(interp, stubbed, args, node)  # a stub (or a config key) describes this helper
+        planned = tp_plans.call_library(interp, registry.resolve_alias(f"{func.module}.{func.name}"), args, node)
+        if planned is not None:
+            return planned  # a parallel style, or parallelize_module recording its plan
         if not any(carries_types(v) for _, v, _ in args):
             return UNKNOWN  # a library function given nothing typed can produce no finding and no type
         func = interp.resolve_lazy(func)
@@ -91,6 +95,7 @@ def dispatch(interp: Engine, func: Value, args: list[Arg], node: cst.Call) -> Va
                 rule.params = (Param("args", ParamRole.TENSOR, True, False, variadic=True),)
             else:
                 known = objects.call_library(interp, qual, args, node, dispatch)  # dataclasses, partial, ...
+                known = known if known is not None else tp_plans.call_library(interp, qual, args, node)
                 return known if known is not None else UNKNOWN  # gradual typing: an unknown callee checks nothing
         return apply_rule(interp, rule, args, node)
     if isinstance(func, BoundMethod) and func.qualname.startswith(("builtins.dict.", "builtins.list.")):
@@ -145,7 +150,8 @@ def dispatch(interp: Engine, func: Value, args: list[Arg], node: cst.Call) -> Va
         return contracts.call_opaque_module(interp, func, args) or UNKNOWN
     if isinstance(func, BuiltinValue):
         return _call_builtin(interp, func, args, node)
-    return UNKNOWN
+    planned = tp_plans.call_submodule(interp, func, args, node)  # `self.w1(x)` of a tensor-parallel plan
+    return planned if planned is not None else UNKNOWN
 
 
 def _call_builtin(interp: Engine, func: BuiltinValue, args: list[Arg], node: cst.Call) -> Value:

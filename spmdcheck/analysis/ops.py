@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from spmdcheck import einsum
-from spmdcheck.analysis import shapes
+from spmdcheck.analysis import shapes, tp_whole
 from spmdcheck.analysis.binding import Bound, Slot, has_unknown_operand, operand_slots
 from spmdcheck.analysis.findings import Finding, Suggestion
 from spmdcheck.analysis.values import (
@@ -464,6 +464,8 @@ def _report_axis_error(
     linearity: Linearity,
     op_name: str,
 ) -> None:
+    if tp_whole.report(interp, slots, axis, node, op_name):
+        return  # a submodule left out of a tensor-parallel plan meets a planned feature shard: a shape error
     operands = tuple(
         (describe_slot(interp, s), "Scalar" if s.value is None else str(s.value.type[axis]))
         for s in slots
