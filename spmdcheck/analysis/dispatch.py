@@ -22,6 +22,7 @@ from spmdcheck.analysis import (
     transfer,
 )
 from spmdcheck.analysis.binding import Arg, bind
+from spmdcheck.analysis.dtensor import propagate as dtensor_ops
 from spmdcheck.analysis.findings import Finding
 from spmdcheck.analysis.frames import Engine
 from spmdcheck.analysis.inline import call_function
@@ -358,7 +359,10 @@ def _apply_rule(interp: Engine, rule: OpRule, args: list[Arg], node: cst.CSTNode
         if chosen is None:
             return UNKNOWN  # no overload is known to apply (a keyword the checker cannot read): silent
         rule = chosen
-    return transfer.TRANSFER[rule.kind](interp, rule, bind(rule, args), args, node)
+    kind = rule.kind
+    if kind == "op" and dtensor_ops.has_dtensor(args):
+        return dtensor_ops.apply_op(interp, rule, args, node)  # DTensor's own propagation: never reported
+    return transfer.TRANSFER[kind](interp, rule, bind(rule, args), args, node)
 
 
 def _overload_for(overloads: tuple[OpRule, ...], args: list[Arg]) -> OpRule | None:

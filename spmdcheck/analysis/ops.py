@@ -195,6 +195,10 @@ def _plain_axis(
         _report_axis_error(interp, base, present, ops, axis, node, rule.linearity, short_name(rule.qualname))
         return FAILED
     pending = [s.value is not None and s.value.type[axis].is_pending for s in present]
+    if base is Kind.R and rule.dims is not None and rule.dims.name == "expand":
+        sized = shapes.sized_by_shard(rule, bound, axis)  # broadcast over this rank's block of a sharded dim
+        if sized is not None:
+            return AxisType(Kind.V, shard=sized)
     if base is not Kind.V:
         return AxisType(base)
     shard_slot = next((s for s in present if s.value is not None and s.value.type[axis].shard is not None), None)

@@ -25,6 +25,11 @@ class Unknown(Value):
 UNKNOWN = Unknown()
 
 
+class CarriesTypes(Value):
+    """Base of values defined in their own module that hold SPMD information a callee could misuse (a
+    DTensor: analysis/dtensor/): `carries_types` is true of them, so a call given one is checked with it."""
+
+
 @dataclass(frozen=True)
 class Literal(Value):
     """A Python constant: number, str, bool, None, Ellipsis."""
@@ -561,7 +566,7 @@ def carries_types(value: Value | None, depth: int = 3) -> bool:
         return any(carries_types(item, depth - 1) for _, item, _ in value.items)
     if isinstance(value, InstanceValue):
         return any(carries_types(item, depth - 1) for item in value.attrs.values())
-    return isinstance(value, (ScalarValue, GroupValue, MeshValue))
+    return isinstance(value, (ScalarValue, GroupValue, MeshValue, CarriesTypes))
 
 
 def share_objects(value: Value, depth: int = 0, seen: set[int] | None = None) -> None:
