@@ -22,6 +22,7 @@ from spmdcheck.analysis import (
     transfer,
 )
 from spmdcheck.analysis.binding import Arg, bind
+from spmdcheck.analysis.dtensor import localmap as dtensor_local_map
 from spmdcheck.analysis.dtensor import propagate as dtensor_ops
 from spmdcheck.analysis.findings import Finding
 from spmdcheck.analysis.frames import Engine
@@ -72,6 +73,8 @@ def default_tensor_rule(qualname: str, method: bool) -> OpRule:
 def dispatch(interp: Engine, func: Value, args: list[Arg], node: cst.Call) -> Value:
     if isinstance(func, LocalMapValue):
         return spmd_api.call_local_map(interp, func, args, node)
+    if isinstance(func, dtensor_local_map.DTensorLocalMap):
+        return dtensor_local_map.call(interp, func, args, node)
     declared = layouts.rule_of(interp, func)
     if declared is not None:
         return layouts.build(interp, declared, args, node)  # a layout or a module contract, read as data

@@ -17,7 +17,7 @@ import libcst as cst
 from spmdcheck.analysis import comms, layouts, ops, spmd_api
 from spmdcheck.analysis.binding import Arg, Bound
 from spmdcheck.analysis.context import Analysis
-from spmdcheck.analysis.dtensor import boundary as dtensor_boundary
+from spmdcheck.analysis.dtensor import api as dtensor_api
 from spmdcheck.analysis.typeexpr import axis_name
 from spmdcheck.analysis.values import (
     NUMBER,
@@ -181,7 +181,7 @@ def _op(a: Analysis, rule: OpRule, bound: Bound, args: list[Arg], node: cst.CSTN
 TRANSFER: dict[str, Transfer] = {
     "context": _context,
     "spmd_api": _spmd_api,
-    "dtensor_api": dtensor_boundary.transfer,
+    "dtensor_api": dtensor_api.transfer,  # type: ignore[dict-item]
     "collective": _collective,
     "raw_collective": _raw,
     "mapping": _mapping,

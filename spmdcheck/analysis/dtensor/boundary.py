@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import libcst as cst
 
-from spmdcheck.analysis.binding import Arg, Bound
+from spmdcheck.analysis.binding import Bound
 from spmdcheck.analysis.context import Analysis
 from spmdcheck.analysis.dtensor.values import (
     PARTIAL,
@@ -49,12 +49,6 @@ from spmdcheck.rules.model import OpRule
 Handler = Callable[[Analysis, OpRule, Bound, cst.CSTNode], Value]
 
 
-def transfer(a: Analysis, rule: OpRule, bound: Bound, args: list[Arg], node: cst.CSTNode) -> Value:
-    """The transfer function of every `@dtensor_api` rule (analysis/transfer.py): its handler by name."""
-    handler = HANDLERS.get(rule.dtensor_api or "")
-    return handler(a, rule, bound, node) if handler is not None else UNKNOWN
-
-
 def _keyword(rule: OpRule, name: str, default: object = None) -> object:
     return dict(rule.dtensor_args).get(name, default)
 
@@ -74,7 +68,7 @@ def placement(a: Analysis, rule: OpRule, bound: Bound, node: cst.CSTNode) -> Val
     return UNKNOWN
 
 
-def _mesh(a: Analysis, value: Value | None, ndim: int | None) -> MeshValue | None:
+def mesh_or_configured(a: Analysis, value: Value | None, ndim: int | None) -> MeshValue | None:
     """The mesh argument; an unknown one (a mesh passed in as a parameter) is the file's configured mesh when
     the placements have as many dims as it (the header's `mesh = [...]` names the dims' axes in order)."""
     if isinstance(value, MeshValue):
@@ -108,7 +102,7 @@ def _tensor_grad(value: Value | None) -> tuple[int | None, GradState]:
 def distribute_tensor(a: Analysis, rule: OpRule, bound: Bound, node: cst.CSTNode) -> Value:
     """`distribute_tensor(tensor, mesh, placements)`: the whole tensor (from one rank) laid out as declared."""
     given = bound.get("placements")
-    mesh = _mesh(a, bound.get("device_mesh"), _placements_ndim(given))
+    mesh = mesh_or_configured(a, bound.get("device_mesh"), _placements_ndim(given))
     if mesh is None:
         return UNKNOWN
     rank, grad = _tensor_grad(bound.get("tensor"))
@@ -118,19 +112,24 @@ def distribute_tensor(a: Analysis, rule: OpRule, bound: Bound, node: cst.CSTNode
 def from_local(a: Analysis, rule: OpRule, bound: Bound, node: cst.CSTNode) -> Value:
     """`DTensor.from_local(t, mesh, placements)`: `t` must have the types the placements declare (SPMD401)."""
     given = bound.get("placements")
-    mesh = _mesh(a, bound.get("device_mesh"), _placements_ndim(given))
+    mesh = mesh_or_configured(a, bound.get("device_mesh"), _placements_ndim(given))
     if mesh is None:
         return UNKNOWN
     local = bound.get("local_tensor")
     placements = _placements(given, len(mesh_dims(mesh)))
     if isinstance(local, TensorValue) and not local.opaque:
-        _check_local(a, local, mesh_dims(mesh), placements, node)
+        check_local(a, local, mesh_dims(mesh), placements, node, "`DTensor.from_local`")
     rank, grad = _tensor_grad(local)
     return make_dtensor(mesh, placements, rank=rank, grad=grad)
 
 
-def _check_local(
-    a: Analysis, local: TensorValue, dims: tuple[tuple[str, ...], ...], placements: Placements, node: cst.CSTNode
+def check_local(
+    a: Analysis,
+    local: TensorValue,
+    dims: tuple[tuple[str, ...], ...],
+    placements: Placements,
+    node: cst.CSTNode,
+    what: str,
 ) -> None:
     """A local value declared Replicate must be the same on every rank (not a pending or partial sum, not
     varying); one declared Shard(d) must not be a partial sum nor sharded on another dim."""
@@ -146,7 +145,7 @@ def _check_local(
             if form is None:
                 continue
             violation = AssertTypeMismatch(
-                f"`DTensor.from_local` with placements {spelled} (mesh dim {'/'.join(dim)!r}: {declared})",
+                f"{what} with placements {spelled} (mesh dim {'/'.join(dim)!r}: {declared})",
                 axis,
                 have,
                 declared.forward,
