@@ -152,6 +152,10 @@ class TensorValue(Value):
     # A leaf of the autograd graph (a factory's result, an nn.Parameter): it has no upstream history, so
     # a raw collective writing into it (a receive buffer) cuts nothing. Provenance: not part of equality.
     leaf: bool = field(default=False, compare=False, hash=False)
+    # (axis, site, api, fixed grad placements) of the DTensor boundary (`to_local()`, `full_tensor()`) that made
+    # this value Invariant on `axis` (a Replicate placement with a Replicate gradient placement): named, with
+    # the DTensor spelling of the fix, when it is mixed (analysis/dtensor/). Provenance: not part of equality.
+    boundary: tuple[tuple[str, int, str, str], ...] = field(default=(), compare=False, hash=False)
 
     @property
     def typed(self) -> bool:

@@ -12,11 +12,13 @@ lattice's ordinary rules in the local code.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import libcst as cst
 
 from spmdcheck.analysis.binding import Bound
 from spmdcheck.analysis.context import Analysis
+from spmdcheck.analysis.dtensor.fixes import fixed_grads
 from spmdcheck.analysis.dtensor.values import (
     PARTIAL,
     REPLICATE,
@@ -26,6 +28,7 @@ from spmdcheck.analysis.dtensor.values import (
     FlatMeshValue,
     Placements,
     PlacementValue,
+    axis_local_type,
     is_none,
     make_dtensor,
     mesh_dims,
@@ -43,7 +46,7 @@ from spmdcheck.analysis.values import (
     Value,
 )
 from spmdcheck.diagnostics.violations.contracts import AssertTypeMismatch
-from spmdcheck.lattice import AxisType, GradState, Kind
+from spmdcheck.lattice import AI, AxisType, GradState, Kind
 from spmdcheck.rules.model import OpRule
 
 Handler = Callable[[Analysis, OpRule, Bound, cst.CSTNode], Value]
@@ -191,7 +194,24 @@ def _grads(bound: Bound, dt: DTensorValue) -> Placements | None:
 def to_local_call(a: Analysis, rule: OpRule, bound: Bound, node: cst.CSTNode) -> Value:
     """`x.to_local(grad_placements=...)`: this rank's piece, typed by the placements and gradient placements."""
     dt = _receiver(bound)
-    return to_local(dt, _grads(bound, dt)) if dt is not None else UNKNOWN
+    if dt is None:
+        return UNKNOWN
+    grads = _grads(bound, dt)
+    return marked(a, to_local(dt, grads), dt, grads, node, "to_local")
+
+
+def marked(
+    a: Analysis, local: TensorValue, dt: DTensorValue, grads: Placements | None, node: cst.CSTNode, api: str
+) -> TensorValue:
+    """`local` remembering the boundary that made it Invariant on an axis (named when it is mixed, with the
+    DTensor spelling of the fix where `api` is `to_local` or `full_tensor`: ops.py, fixes.py)."""
+    used = grads if grads is not None else dt.grads if dt.grads is not None else dt.placements
+    entries = []
+    for i, dim in enumerate(dt.dims):
+        if axis_local_type(dt.placements[i], used[i]) == AI:
+            fixed = fixed_grads(used, i) if api in ("to_local", "full_tensor") else ""
+            entries.extend((axis, a.ctx.site(node), api, fixed) for axis in dim)
+    return replace(local, boundary=tuple(entries)) if entries else local
 
 
 def full_tensor(a: Analysis, rule: OpRule, bound: Bound, node: cst.CSTNode) -> Value:
@@ -202,7 +222,8 @@ def full_tensor(a: Analysis, rule: OpRule, bound: Bound, node: cst.CSTNode) -> V
         return UNKNOWN
     whole = dt.with_placements((REPLICATE_PLACEMENT,) * len(dt.dims))
     grads = _grads(bound, dt)
-    return to_local(whole, grads if grads is not None else whole.placements)
+    grads = grads if grads is not None else whole.placements
+    return marked(a, to_local(whole, grads), whole, grads, node, "full_tensor")
 
 
 def redistribute(a: Analysis, rule: OpRule, bound: Bound, node: cst.CSTNode) -> Value:

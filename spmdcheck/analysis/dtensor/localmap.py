@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from spmdcheck.analysis.binding import Arg, Bound
-from spmdcheck.analysis.dtensor.boundary import check_local, mesh_or_configured
+from spmdcheck.analysis.dtensor.boundary import check_local, marked, mesh_or_configured
 from spmdcheck.analysis.dtensor.values import (
     DTensorValue,
     Placements,
@@ -124,7 +124,8 @@ def _run(interp: Engine, wrapper: DTensorLocalMap, args: list[Arg], grads_option
             declared = read_placements(grads[i], ndim) if grads[i] is not None else None
             if grads[i] is not None and declared is None:
                 declared = (None,) * ndim
-            value = to_local(value.with_placements(forward), declared)
+            entering = value.with_placements(forward)
+            value = marked(interp, to_local(entering, declared), entering, declared, node, "local_map")
         local_args.append((key, value, arg_node))
     result = interp.call(wrapper.func, local_args, node)  # type: ignore[arg-type]
     return _wrap(interp, result, wrapper.out_placements, mesh, node)
