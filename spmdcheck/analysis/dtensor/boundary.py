@@ -45,7 +45,7 @@ from spmdcheck.analysis.values import (
     TensorValue,
     Value,
 )
-from spmdcheck.diagnostics.violations.contracts import AssertTypeMismatch
+from spmdcheck.diagnostics.violations.contracts import AssertTypeMismatch, RedistributeToPartial
 from spmdcheck.lattice import AI, AxisType, GradState, Kind
 from spmdcheck.rules.model import OpRule
 
@@ -234,7 +234,11 @@ def redistribute(a: Analysis, rule: OpRule, bound: Bound, node: cst.CSTNode) -> 
     given = bound.get("placements")
     if is_none(given):
         return dt
-    return dt.with_placements(_placements(given, len(dt.dims)))
+    target = _placements(given, len(dt.dims))
+    for dim, have, wanted in zip(dt.dims, dt.placements, target):
+        if wanted is not None and wanted.kind == PARTIAL and have is not None and have != wanted:
+            a.report(Finding.of(RedistributeToPartial("/".join(dim), str(have)), node))
+    return dt.with_placements(target)
 
 
 def placements_of(a: Analysis, rule: OpRule, bound: Bound, node: cst.CSTNode) -> Value:

@@ -17,6 +17,7 @@ import libcst as cst
 from spmdcheck.analysis import ops
 from spmdcheck.analysis.binding import Arg, bind
 from spmdcheck.analysis.dtensor.values import REPLICATE_PLACEMENT, DTensorValue, PlacementValue, from_local_type
+from spmdcheck.analysis.findings import Finding
 from spmdcheck.analysis.frames import Engine
 from spmdcheck.analysis.values import (
     UNKNOWN,
@@ -26,6 +27,7 @@ from spmdcheck.analysis.values import (
     TensorValue,
     Value,
 )
+from spmdcheck.diagnostics.violations.inference import DTensorLocalMix
 from spmdcheck.lattice import AxisType, GradState, Kind, SpmdType
 from spmdcheck.rules.model import OpRule
 
@@ -47,7 +49,8 @@ def apply_op(interp: Engine, rule: OpRule, args: list[Arg], node: cst.CSTNode) -
     if any(d.dims != dims for d in dtensors):
         return UNKNOWN  # DTensors on different meshes: PyTorch refuses the op
     if any(isinstance(v, (TensorValue, Alternatives)) for v in _values(args)):
-        return UNKNOWN  # a DTensor mixed with a local tensor: PyTorch refuses the op
+        _report_mix(interp, rule, args, node)  # PyTorch refuses the op
+        return UNKNOWN
     name = rule.qualname.rsplit(".", 1)[-1]
     if rule.inplace_param is not None or (name.endswith("_") and not name.startswith("__")) or name.startswith("__i"):
         return UNKNOWN  # an in-place op on a DTensor: its placements after it are not followed
@@ -57,6 +60,31 @@ def apply_op(interp: Engine, rule: OpRule, args: list[Arg], node: cst.CSTNode) -
     if _refused(result) and any(p is not None and p.kind == "partial" for d in dtensors for p in d.placements):
         result = _silently(interp, rule, _as_local(args, replicate_partial=True), node)  # DTensor reduces first
     return _as_dtensor(result, dims)
+
+
+def _report_mix(interp: Engine, rule: OpRule, args: list[Arg], node: cst.CSTNode) -> None:
+    """A local tensor known to have at least one dim beside a DTensor (PyTorch takes a 0-dim one as replicated)."""
+    items = [(v, n) for _, value, node_ in args for v, n in _items(value, node_)]
+    dtensor = next(((v, n) for v, n in items if isinstance(v, DTensorValue)), None)
+    local = next(
+        (
+            (v, n)
+            for v, n in items
+            if isinstance(v, TensorValue) and not v.opaque and ((v.rank or 0) >= 1 or v.min_rank >= 1)
+        ),
+        None,
+    )
+    if dtensor is None or local is None or not isinstance(dtensor[0], DTensorValue):
+        return
+    spelled = "[" + ", ".join(str(p) if p is not None else "?" for p in dtensor[0].placements) + "]"
+    violation = DTensorLocalMix(
+        ops.short_name(rule.qualname), interp.ctx.code_of(dtensor[1]), spelled, interp.ctx.code_of(local[1])
+    )
+    interp.report(Finding.of(violation, node))
+
+
+def _items(value: Value, node: cst.CSTNode) -> list[tuple[Value, cst.CSTNode]]:
+    return [(item, node) for item in value.items] if isinstance(value, Seq) else [(value, node)]
 
 
 def _values(args: list[Arg]) -> list[Value]:
