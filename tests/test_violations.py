@@ -31,12 +31,14 @@ from spmdcheck.diagnostics.violations.contracts import (
     AssertTypeMismatch,
     ContractInputWithoutSource,
     InvalidLossType,
+    RedistributeToPartial,
     ReturnTypeMismatch,
     UnreducedContractOutput,
 )
 from spmdcheck.diagnostics.violations.control_flow import CollectiveInRankBranch, RankSpecificGraph
 from spmdcheck.diagnostics.violations.inference import (
     AXIS_RULE_VIOLATIONS,
+    DTensorLocalMix,
     InplaceTypeChange,
     InvariantMixing,
     MissingAxis,
@@ -332,6 +334,16 @@ EXAMPLES: list[tuple[Violation, str]] = [
         "revealed type of `x`: forward {tp: V}; gradient {tp: V}",
     ),
     (RevealType("mesh"), "revealed type of `mesh`: not a tensor"),
+    (
+        DTensorLocalMix("Tensor.__add__", "w", "[Replicate()]", "bias"),
+        "`Tensor.__add__` mixes DTensor `w` ([Replicate()]) with local tensor `bias`: PyTorch refuses mixed "
+        "torch.Tensor and DTensor operands",
+    ),
+    (
+        RedistributeToPartial("tp", "Replicate()"),
+        "`redistribute` to Partial() on mesh dim 'tp', where the DTensor is Replicate(): PyTorch refuses a Partial "
+        "target (redistributing to Partial is for its internal use)",
+    ),
 ]
 
 

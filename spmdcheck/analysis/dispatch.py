@@ -23,6 +23,8 @@ from spmdcheck.analysis import (
     transfer,
 )
 from spmdcheck.analysis.binding import Arg, bind
+from spmdcheck.analysis.dtensor import localmap as dtensor_local_map
+from spmdcheck.analysis.dtensor import propagate as dtensor_ops
 from spmdcheck.analysis.findings import Finding
 from spmdcheck.analysis.frames import Engine
 from spmdcheck.analysis.inline import call_function
@@ -72,6 +74,8 @@ def default_tensor_rule(qualname: str, method: bool) -> OpRule:
 def dispatch(interp: Engine, func: Value, args: list[Arg], node: cst.Call) -> Value:
     if isinstance(func, LocalMapValue):
         return spmd_api.call_local_map(interp, func, args, node)
+    if isinstance(func, dtensor_local_map.DTensorLocalMap):
+        return dtensor_local_map.call(interp, func, args, node)
     declared = layouts.rule_of(interp, func)
     if declared is not None:
         return layouts.build(interp, declared, args, node)  # a layout or a module contract, read as data
@@ -364,7 +368,10 @@ def _apply_rule(interp: Engine, rule: OpRule, args: list[Arg], node: cst.CSTNode
         if chosen is None:
             return UNKNOWN  # no overload is known to apply (a keyword the checker cannot read): silent
         rule = chosen
-    return transfer.TRANSFER[rule.kind](interp, rule, bind(rule, args), args, node)
+    kind = rule.kind
+    if kind == "op" and dtensor_ops.has_dtensor(args):
+        return dtensor_ops.apply_op(interp, rule, args, node)  # DTensor's own propagation: never reported
+    return transfer.TRANSFER[kind](interp, rule, bind(rule, args), args, node)
 
 
 def _overload_for(overloads: tuple[OpRule, ...], args: list[Arg]) -> OpRule | None:
