@@ -27,6 +27,7 @@ import libcst as cst
 
 from spmdcheck.analysis import tp_styles, tp_whole, writes
 from spmdcheck.analysis.binding import Arg
+from spmdcheck.analysis.dtensor import DTensorValue, PlacementValue, make_dtensor, to_local
 from spmdcheck.analysis.findings import Finding, Suggestion
 from spmdcheck.analysis.frames import Engine
 from spmdcheck.analysis.layouts import MethodContract
@@ -439,15 +440,23 @@ def _planned(interp: Engine, plan: ClassPlan, attr: str, style: StyleValue, posi
         if declared is not None and isinstance(value, TensorValue):
             if not _check_input(interp, plan, attr, style, declared, value, arg_node):
                 return None  # reported here: what the misread input gives is not typed on (no cascade)
-    if spec.takes_module_inputs and not spec.prepares_output:
-        return None  # the module's own output
-    final = style.output
-    if final is None or not style.use_local_output:
-        return None  # a DTensor (or the module's own output): not typed here
-    x = positional[0][1] if positional and isinstance(positional[0][1], TensorValue) else None
+    if spec.takes_module_inputs or spec.prepares_output or style.output is None:
+        return None  # the module's own output, which the checker does not model
+    x = positional[0][1] if positional and isinstance(positional[0][1], (TensorValue, DTensorValue)) else None
     rank = x.rank if x is not None else None
     grad = x.grad if x is not None else GradState.UNKNOWN
-    return TensorValue(SpmdType({plan.axis: local_type(final)}), grad, rank)
+    return _deliver(plan, style.output, style.use_local_output, rank, grad)
+
+
+def _deliver(plan: ClassPlan, final: Placement, local: bool, rank: int | None, grad: GradState) -> Value:
+    """A style's output with placement `final`: the DTensor, or its `to_local()` (default gradient placement)."""
+    dt = make_dtensor(_mesh(plan), (PlacementValue(final.kind, final.dim),), rank=rank, grad=grad)
+    return to_local(dt) if local else dt
+
+
+def _mesh(plan: ClassPlan) -> MeshValue:
+    mesh = plan.mesh
+    return mesh if isinstance(mesh, MeshValue) and mesh.axes == (plan.axis,) else MeshValue((plan.axis,))
 
 
 def _check_input(

@@ -1,0 +1,179 @@
+"""Tensor-parallel plans (analysis/tp_plans.py, tp_styles.py): the style table's defaults, plan keys matched
+against the module tree (wildcards, `nn.ModuleList` indices, nested modules), and the mistakes a plan makes
+at a module's boundary."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from spmdcheck.analysis import tp_styles
+from spmdcheck.api import Settings, check_source
+
+HEADER = textwrap.dedent(
+    """
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+    from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel,
+        PrepareModuleInput,
+        RowwiseParallel,
+        SequenceParallel,
+        parallelize_module,
+    )
+
+
+    class FeedForward(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w1 = nn.Linear(8, 16)
+            self.w2 = nn.Linear(16, 8)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x + self.w2(F.gelu(self.w1(x)))
+    """
+)
+
+
+def _check(source: str, registry) -> list:  # noqa: ANN001
+    return check_source(HEADER + textwrap.dedent(source), "<t>", Settings(mesh=("tp",)), registry)
+
+
+def test_the_style_table_has_pytorchs_defaults():
+    colwise = tp_styles.STYLES["torch.distributed.tensor.parallel.ColwiseParallel"]
+    assert dict(colwise.linear_params) == {"weight": tp_styles.SHARD_0, "bias": tp_styles.SHARD_0}
+    assert (colwise.input_layout, colwise.output_layout, colwise.use_local_output) == (
+        tp_styles.REPLICATE_ALL,
+        tp_styles.SHARD_LAST,
+        True,
+    )
+    rowwise = tp_styles.STYLES["torch.distributed.tensor.parallel.style.RowwiseParallel"]
+    assert dict(rowwise.linear_params) == {"weight": tp_styles.Placement("shard", 1), "bias": tp_styles.REPLICATE_ALL}
+    assert (rowwise.input_layout, rowwise.computed_output, rowwise.output_layout) == (
+        tp_styles.SHARD_LAST,
+        tp_styles.PARTIAL_SUM,
+        tp_styles.REPLICATE_ALL,
+    )
+    sequence = tp_styles.STYLES["torch.distributed.tensor.parallel.SequenceParallel"]
+    assert (sequence.input_layout, sequence.use_local_output) == (tp_styles.SHARD_1, False)
+    assert tp_styles.STYLES["torch.distributed.tensor.parallel.PrepareModuleInput"].use_local_output is False
+    assert tp_styles.STYLES["torchtitan.distributed.tensor_parallel.NoParallel"].use_local_output is False
+    # the local type each placement gives a plain tensor at the boundary
+    assert [str(tp_styles.local_type(p)) for p in (tp_styles.SHARD_LAST, tp_styles.REPLICATE_ALL)] == ["S(-1)", "I"]
+    assert str(tp_styles.local_type(tp_styles.PARTIAL_SUM)) == "P"
+
+
+@pytest.mark.parametrize(
+    "plan,codes",
+    [
+        ('{"w1": ColwiseParallel(), "w2": RowwiseParallel()}', []),
+        ('{"w1": ColwiseParallel(), "w2": ColwiseParallel()}', ["SPMD403"]),  # two colwise in a row
+        ('{"w*": ColwiseParallel()}', ["SPMD403"]),  # a wildcard plans both
+        ('{"w2": RowwiseParallel()}', ["SPMD403"]),  # a rowwise fed the whole activation
+        ('{"w2": RowwiseParallel(input_layouts=Replicate())}', []),
+        ('{"w1": ColwiseParallel(output_layouts=Replicate()), "w2": RowwiseParallel()}', ["SPMD403"]),
+        ('{"w1": ColwiseParallel(use_local_output=False), "w2": RowwiseParallel()}', []),  # a DTensor in between
+        ('{"w3": ColwiseParallel()}', []),  # a key matching no submodule
+        ('{"w1": ColwiseParallel(input_layouts=Shard(1)), "w2": RowwiseParallel()}', []),  # sequence parallel
+    ],
+)
+def test_a_plans_boundaries_are_checked_in_forward(plan, codes, registry):
+    diags = _check(
+        f"""
+        def build(mesh):
+            return parallelize_module(FeedForward(), mesh, {plan})
+        """,
+        registry,
+    )
+    assert [d.code for d in diags] == codes, [d.message for d in diags]
+
+
+def test_two_colwise_names_the_plan_entry_and_its_fix(registry):
+    diags = _check(
+        """
+        def build(mesh):
+            return parallelize_module(FeedForward(), mesh, {"w1": ColwiseParallel(), "w2": ColwiseParallel()})
+        """,
+        registry,
+    )
+    [diag] = diags
+    assert "planned `ColwiseParallel()`" in diag.message and "S(-1) but I is declared" in diag.message
+    assert [s.replacement for s in diag.suggestions] == ["RowwiseParallel()"]
+
+
+NESTED = """
+    class Block(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.feed_forward = FeedForward()
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.feed_forward(x)
+
+
+    class Model(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layers = nn.ModuleList([Block() for _ in range(2)])
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            for layer in self.layers:
+                x = layer(x)
+            return x
+
+
+    def build(mesh):
+        return parallelize_module(Model(), mesh, {PLAN})
+    """
+
+
+@pytest.mark.parametrize(
+    "plan,codes",
+    [
+        ('{"layers.*.feed_forward.w1": ColwiseParallel(), "layers.*.feed_forward.w2": RowwiseParallel()}', []),
+        ('{"layers.*.feed_forward.w1": ColwiseParallel(), "layers.*.feed_forward.w2": ColwiseParallel()}', ["SPMD403"]),
+        ('{"layers.0.feed_forward.w*": ColwiseParallel()}', ["SPMD403"]),  # a ModuleList index
+        # `w1` left out: the rowwise `w2` is fed its whole output (the root's input reaches it through the blocks)
+        ('{"layers.*.feed_forward.w2": RowwiseParallel()}', ["SPMD403"]),
+    ],
+)
+def test_plan_keys_reach_nested_modules(plan, codes, registry):
+    diags = _check(NESTED.replace("{PLAN}", plan), registry)
+    assert [d.code for d in diags] == codes, [d.message for d in diags]
+
+
+def test_an_unreadable_plan_is_silent(registry):
+    diags = _check(
+        """
+        def build(mesh, name):
+            return parallelize_module(FeedForward(), mesh, {name: ColwiseParallel(), "w2": ColwiseParallel()})
+        """,
+        registry,
+    )
+    assert not diags, [d.message for d in diags]
+
+
+def test_a_module_left_out_between_colwise_and_rowwise_is_a_shape_error(registry):
+    source = """
+        class SwiGLU(nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.w1 = nn.Linear(8, 16)
+                self.w2 = nn.Linear(16, 8)
+                self.w3 = nn.Linear(8, 16)
+
+            def forward(self, x: torch.Tensor) -> torch.Tensor:
+                return self.w2(F.silu(self.w1(x)) * self.w3(x))
+
+
+        def build(mesh):
+            return parallelize_module(SwiGLU(), mesh, {PLAN})
+        """
+    missing = _check(source.replace("{PLAN}", '{"w1": ColwiseParallel(), "w2": RowwiseParallel()}'), registry)
+    assert [d.code for d in missing] == ["SPMD108"], [d.message for d in missing]
+    assert [s.replacement for s in missing[0].suggestions] == ['"w3": ColwiseParallel()']
+    planned = '{"w1": ColwiseParallel(), "w3": ColwiseParallel(), "w2": RowwiseParallel()}'
+    assert not _check(source.replace("{PLAN}", planned), registry)
