@@ -177,3 +177,50 @@ def test_a_module_left_out_between_colwise_and_rowwise_is_a_shape_error(registry
     assert [s.replacement for s in missing[0].suggestions] == ['"w3": ColwiseParallel()']
     planned = '{"w1": ColwiseParallel(), "w3": ColwiseParallel(), "w2": RowwiseParallel()}'
     assert not _check(source.replace("{PLAN}", planned), registry)
+
+
+PREPARED = """
+    class Attention(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.wq = nn.Linear(8, 16)
+            self.wo = nn.Linear(16, 8)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.wo(self.wq(x))
+
+
+    class Block(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.attention = Attention()
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x + self.attention(x)
+
+
+    def build(mesh):
+        plan = {"attention": PREPARE, "attention.wq": ColwiseParallel(), "attention.wo": WO}
+        return parallelize_module(Block(), mesh, plan)
+    """
+
+
+REPLICATED = "input_layouts=(Replicate(),), desired_input_layouts=(Replicate(),)"
+SHARDED = "input_layouts=(Shard(-1),), desired_input_layouts=(Replicate(),)"
+
+
+@pytest.mark.parametrize(
+    "prepare,wo,codes",
+    [
+        (f"PrepareModuleInput({REPLICATED})", "RowwiseParallel()", []),
+        # forward receives a local Invariant: the second colwise is still seen inside the prepared module
+        (f"PrepareModuleInput({REPLICATED}, use_local_output=True)", "ColwiseParallel()", ["SPMD403"]),
+        # forward receives a DTensor: the first colwise takes it as it is, its local output still meets the second
+        (f"PrepareModuleInput({REPLICATED})", "ColwiseParallel()", ["SPMD403"]),
+        # the block's whole input declared this rank's feature shard
+        (f"PrepareModuleInput({SHARDED})", "RowwiseParallel()", ["SPMD403"]),
+    ],
+)
+def test_a_prepared_module_runs_on_its_prepared_inputs(prepare, wo, codes, registry):
+    diags = _check(PREPARED.replace("PREPARE", prepare).replace("WO", wo), registry)
+    assert [d.code for d in diags] == codes, [d.message for d in diags]

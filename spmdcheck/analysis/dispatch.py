@@ -148,6 +148,8 @@ def dispatch(interp: Engine, func: Value, args: list[Arg], node: cst.Call) -> Va
         call = func.cls.lookup("forward") if func.cls.lookup("__call__") is None else func.cls.lookup("__call__")
         if isinstance(call, FunctionValue):
             routed = contracts.call_module(interp, func, call, args, node)
+            if routed is None:
+                routed = tp_plans.call_planned_module(interp, func, call, args, node)  # a style's prepared inputs
             if routed is not None:
                 return routed  # a module contract: its wrapper redistributes the arguments and the output
             return call_function(interp, call, args, node, receiver=func)

@@ -362,14 +362,15 @@ def _sequence_sharded(style: StyleValue) -> bool:
     """Whether a style takes its caller's input sharded on another dim than the features (sequence
     parallelism: the root's input may then be this rank's sequence shard)."""
     return any(
-        declared is not None and declared.kind == tp_styles.SHARD and declared.dim != -1
-        for declared, _ in style.inputs
+        declared is not None and declared.kind == tp_styles.SHARD and declared.dim != -1 for declared, _ in style.inputs
     )
 
 
 def _describe(plan: ClassPlan) -> str:
-    parts = [f"{attr}={style.spec.name}{style.inputs}{style.output}{style.use_local_output}" for attr, style in
-             sorted(plan.entries.items())]
+    parts = [
+        f"{attr}={style.spec.name}{style.inputs}{style.output}{style.use_local_output}"
+        for attr, style in sorted(plan.entries.items())
+    ]
     return f"{plan.axis}:{plan.root}:{plan.sequence_sharded}:{sorted(plan.conflicting)}:{';'.join(parts)}"
 
 
@@ -395,11 +396,8 @@ def _is_tensor_annotation(node: cst.BaseExpression) -> bool:
     return isinstance(node, cst.Name) and node.value == "Tensor"
 
 
-def call_submodule(interp: Engine, func: Value, args: list[Arg], node: cst.Call) -> Value | None:
-    """`self.<attr>(...)` of a submodule the checker does not model, in a method of a planned class: the
-    style's boundary (planned) or a whole computation (left out of the plan). None: not such a call."""
-    if not interp.run.tp_plans or not isinstance(func, Unknown):
-        return None
+def _planned_attr(interp: Engine, node: cst.Call) -> tuple[ClassPlan, str] | None:
+    """`self.<attr>(...)` in a method of a class a plan reached: its plan and the attribute."""
     callee = node.func
     if not (isinstance(callee, cst.Attribute) and isinstance(callee.value, cst.Name) and callee.value.value == "self"):
         return None
@@ -407,11 +405,20 @@ def call_submodule(interp: Engine, func: Value, args: list[Arg], node: cst.Call)
     if not isinstance(receiver, InstanceValue):
         return None
     plan = plan_of(interp, receiver.cls)
-    if plan is None:
+    if plan is None or callee.attr.value in plan.conflicting:
         return None
-    attr = callee.attr.value
-    if attr in plan.conflicting:
+    return plan, callee.attr.value
+
+
+def call_submodule(interp: Engine, func: Value, args: list[Arg], node: cst.Call) -> Value | None:
+    """`self.<attr>(...)` of a submodule the checker does not model, in a method of a planned class: the
+    style's boundary (planned) or a whole computation (left out of the plan). None: not such a call."""
+    if not interp.run.tp_plans or not isinstance(func, Unknown):
         return None
+    found = _planned_attr(interp, node)
+    if found is None:
+        return None
+    plan, attr = found
     style = plan.style(attr)
     positional = [a for a in args if a[0] is None]
     if style is None:
@@ -534,3 +541,80 @@ def _fixes(interp: Engine, attr: str, style: StyleValue, have) -> list[Suggestio
             )
         )
     return fixes
+
+
+# ----------------------------------------------------------------------------- planned modules the checker runs
+def call_planned_module(
+    interp: Engine, module: InstanceValue, forward: FunctionValue, args: list[Arg], node: cst.Call
+) -> Value | None:
+    """`self.<attr>(...)` of a checked module a style plans (PrepareModuleInput/Output, SequenceParallel,
+    NoParallel): its forward runs on the inputs as the style prepares them (each checked against the layout
+    it is declared with), and the caller gets the output as the style hands it on. None: not such a call (a
+    ColwiseParallel/RowwiseParallel entry needs an nn.Linear or nn.Embedding: not a checked class)."""
+    if not interp.run.tp_plans or not isinstance(node, cst.Call):
+        return None
+    found = _planned_attr(interp, node)
+    if found is None:
+        return None
+    plan, attr = found
+    style = plan.style(attr)
+    if style is None or style.spec.linear_params or style.spec.embedding_params:
+        return None
+    _replicated_parameters(interp, plan, style, module)
+    routed: list[Arg] = []
+    position = 0
+    for keyword, value, arg_node in args:
+        if keyword is None:
+            if position < len(style.inputs):
+                value = _prepared_input(interp, plan, attr, style, position, value, arg_node)
+            position += 1
+        routed.append((keyword, value, arg_node))
+    result = interp.call(forward, routed, node, receiver=module)
+    return _prepared_output(plan, style, result)
+
+
+def _prepared_input(
+    interp: Engine, plan: ClassPlan, attr: str, style: StyleValue, position: int, value: Value, node: cst.CSTNode
+) -> Value:
+    declared, desired = style.inputs[position]
+    if declared is None:
+        return value  # this input passes untouched
+    target = desired or declared
+    if isinstance(value, DTensorValue):
+        if len(value.dims) != 1:
+            return value
+        dt = value.with_placements((PlacementValue(target.kind, target.dim),))
+    elif isinstance(value, TensorValue):
+        if not _check_input(interp, plan, attr, style, declared, value, node):
+            return UNKNOWN
+        dt = make_dtensor(_mesh(plan), (PlacementValue(target.kind, target.dim),), rank=value.rank, grad=value.grad)
+    else:
+        return value
+    return to_local(dt) if style.local_input else dt
+
+
+def _prepared_output(plan: ClassPlan, style: StyleValue, result: Value) -> Value:
+    spec = style.spec
+    if spec.takes_module_inputs and not spec.prepares_output:
+        return result  # PrepareModuleInput: the module's own output
+    if spec.prepares_output or spec.computed_output is not None:  # redistributed to the style's layout
+        if style.output is None or not isinstance(result, (TensorValue, DTensorValue)):
+            return result
+        return _deliver(plan, style.output, style.use_local_output, result.rank, result.grad)
+    if isinstance(result, DTensorValue) and style.use_local_output:
+        return to_local(result)  # SequenceParallel(use_local_output=True)
+    return result
+
+
+def _replicated_parameters(interp: Engine, plan: ClassPlan, style: StyleValue, module: InstanceValue) -> None:
+    """A style that replicates the module's parameters (SequenceParallel, NoParallel): each becomes a
+    Replicate DTensor for this call (written back when the running check ends, as every shared object's)."""
+    placement = style.spec.params
+    if placement is None:
+        return
+    for name, value in list(module.attrs.items()):
+        if isinstance(value, TensorValue) and value.leaf and value.grad is GradState.YES:
+            interp.remember_attr(module, name)
+            module.attrs[name] = make_dtensor(
+                _mesh(plan), (PlacementValue(placement.kind, placement.dim),), rank=value.rank, grad=value.grad
+            )
