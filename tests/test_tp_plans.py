@@ -145,6 +145,29 @@ def test_plan_keys_reach_nested_modules(plan, codes, registry):
     assert [d.code for d in diags] == codes, [d.message for d in diags]
 
 
+def test_a_sequence_shard_handed_to_a_colwise_layer_that_takes_it_whole(registry):
+    source = """
+        class ThreeLayers(nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.w1 = nn.Linear(8, 16)
+                self.w2 = nn.Linear(16, 8)
+                self.w3 = nn.Linear(8, 16)
+
+            def forward(self, x: torch.Tensor) -> torch.Tensor:
+                return self.w3(self.w2(self.w1(x)))
+
+
+        def build(mesh):
+            plan = {"w1": ColwiseParallel(), "w2": RowwiseParallel(output_layouts=Shard(1)), "w3": W3}
+            return parallelize_module(ThreeLayers(), mesh, plan)
+        """
+    [diag] = _check(source.replace("W3", "ColwiseParallel()"), registry)
+    assert diag.code == "SPMD403" and "S(1) but I is declared" in diag.message
+    assert [s.replacement for s in diag.suggestions] == ["ColwiseParallel(input_layouts=Shard(1))"]
+    assert not _check(source.replace("W3", "ColwiseParallel(input_layouts=Shard(1))"), registry)
+
+
 def test_an_unreadable_plan_is_silent(registry):
     diags = _check(
         """
