@@ -422,22 +422,30 @@ def call_submodule(interp: Engine, func: Value, args: list[Arg], node: cst.Call)
     style = plan.style(attr)
     positional = [a for a in args if a[0] is None]
     if style is None:
-        whole = _unplanned(plan, positional)
+        whole = _unplanned(plan, args)
         if whole is not None and any(s.spec.name == "ColwiseParallel" for s in plan.entries.values()):
             tp_whole.remember(whole, attr, f'"{attr}": ColwiseParallel()')
         return whole
     return _planned(interp, plan, attr, style, positional)
 
 
-def _unplanned(plan: ClassPlan, positional: list[Arg]) -> TensorValue | None:
-    """A submodule the plan leaves out: its parameters are whole on every rank, so given one input that is I
-    (or R) on the plan's axis, its output is too."""
-    if len(positional) != 1 or not isinstance(positional[0][1], TensorValue):
+def _unplanned(plan: ClassPlan, args: list[Arg]) -> TensorValue | None:
+    """A submodule the plan leaves out: its parameters are whole on every rank, so given a first input that
+    is I (or R) on the plan's axis, and no other argument that may vary or that the checker cannot read, its
+    output is the same."""
+    positional = [a for a in args if a[0] is None]
+    if not positional or not isinstance(positional[0][1], TensorValue):
         return None
     x = positional[0][1]
     have = x.type.get(plan.axis)
-    if have is None or have.kind not in (Kind.I, Kind.R):
+    if have is None or have.kind not in (Kind.I, Kind.R) or x.opaque:
         return None
+    for _, value, _ in args[1:]:
+        if isinstance(value, TensorValue):
+            if value.opaque or value.type.get(plan.axis) != have:
+                return None
+        elif not isinstance(value, Literal):
+            return None
     return TensorValue(SpmdType({plan.axis: have}), x.grad, x.rank)
 
 
@@ -520,27 +528,26 @@ def _written(interp: Engine, style: StyleValue) -> str:
 
 
 def _fixes(interp: Engine, attr: str, style: StyleValue, have) -> list[Suggestion]:  # noqa: ANN001
-    """The plan entry that would take this input, in DTensor spelling (help text: the plan may be in
-    another file, and the placement may need an import)."""
+    """The plan entry that would take this input, in DTensor spelling. It replaces the entry's style (an
+    unsafe fix: the plan changes what runs) when the file binds every name it spells; otherwise it is help
+    text (the plan may be in another file, or the placement need an import)."""
     spec = style.spec
     shown = placement_of(have)
-    fixes = []
     if spec.name == "ColwiseParallel" and shown is not None and shown.kind == tp_styles.SHARD and shown.dim == -1:
-        fixes.append(
-            Suggestion(
-                f"plan `{attr}` RowwiseParallel: it takes the feature shard a ColwiseParallel layer hands on",
-                "RowwiseParallel()",
-            )
-        )
-    elif shown is not None and spec.name in ("ColwiseParallel", "RowwiseParallel", "NoParallel"):
+        title = f"plan `{attr}` RowwiseParallel: it takes the feature shard a ColwiseParallel layer hands on"
+        return [_plan_fix(interp, style, title, "RowwiseParallel()", ("RowwiseParallel",))]
+    if shown is not None and spec.name in ("ColwiseParallel", "RowwiseParallel", "NoParallel"):
         keyword = "input_layout" if spec.name == "NoParallel" else "input_layouts"
-        fixes.append(
-            Suggestion(
-                f"declare the input's layout in the plan entry of `{attr}`",
-                f"{spec.name}({keyword}={shown})",
-            )
-        )
-    return fixes
+        title = f"declare the input's layout in the plan entry of `{attr}`"
+        placement = str(shown).split("(")[0]  # the constructor's name: Shard, Replicate, Partial
+        return [_plan_fix(interp, style, title, f"{spec.name}({keyword}={shown})", (spec.name, placement))]
+    return []
+
+
+def _plan_fix(interp: Engine, style: StyleValue, title: str, replacement: str, names: tuple[str, ...]) -> Suggestion:
+    bound = interp.frame.globals
+    written_here = isinstance(style.node, cst.Call) and all(name in bound for name in names)
+    return Suggestion(title, replacement, style.node if written_here else None)
 
 
 # ----------------------------------------------------------------------------- planned modules the checker runs
