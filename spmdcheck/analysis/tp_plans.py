@@ -397,17 +397,36 @@ def _is_tensor_annotation(node: cst.BaseExpression) -> bool:
 
 
 def _planned_attr(interp: Engine, node: cst.Call) -> tuple[ClassPlan, str] | None:
-    """`self.<attr>(...)` in a method of a class a plan reached: its plan and the attribute."""
-    callee = node.func
-    if not (isinstance(callee, cst.Attribute) and isinstance(callee.value, cst.Name) and callee.value.value == "self"):
+    """`self.<attr>(...)` (or `getattr(self, "<attr>")(...)`) in a method of a class a plan reached: its plan
+    and the attribute."""
+    attr = _self_attribute(interp, node.func)
+    if attr is None:
         return None
     receiver = interp.frame.env.get("self")
     if not isinstance(receiver, InstanceValue):
         return None
     plan = plan_of(interp, receiver.cls)
-    if plan is None or callee.attr.value in plan.conflicting:
+    if plan is None or attr in plan.conflicting:
         return None
-    return plan, callee.attr.value
+    return plan, attr
+
+
+def _is_self(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Name) and node.value == "self"
+
+
+def _self_attribute(interp: Engine, callee: cst.BaseExpression) -> str | None:
+    if isinstance(callee, cst.Attribute):
+        return callee.attr.value if _is_self(callee.value) else None
+    if not (isinstance(callee, cst.Call) and isinstance(callee.func, cst.Name) and callee.func.value == "getattr"):
+        return None
+    if len(callee.args) != 2 or not _is_self(callee.args[0].value):
+        return None
+    written = callee.args[1].value
+    if not isinstance(written, (cst.SimpleString, cst.FormattedString, cst.Name)):
+        return None  # evaluated again here: only what has no side effect
+    name = interp.eval(written)
+    return name.value if isinstance(name, Literal) and isinstance(name.value, str) else None
 
 
 def call_submodule(interp: Engine, func: Value, args: list[Arg], node: cst.Call) -> Value | None:
