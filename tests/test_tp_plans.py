@@ -247,3 +247,34 @@ SHARDED = "input_layouts=(Shard(-1),), desired_input_layouts=(Replicate(),)"
 def test_a_prepared_module_runs_on_its_prepared_inputs(prepare, wo, codes, registry):
     diags = _check(PREPARED.replace("PREPARE", prepare).replace("WO", wo), registry)
     assert [d.code for d in diags] == codes, [d.message for d in diags]
+
+
+def test_the_tables_local_types_are_the_dtensor_cores():
+    """A style's boundary reads a placement as the core's `to_local()` with the default gradient placement."""
+    from spmdcheck.analysis.dtensor import PlacementValue, make_dtensor, to_local
+    from spmdcheck.analysis.values import MeshValue
+
+    for placement in (tp_styles.SHARD_0, tp_styles.SHARD_LAST, tp_styles.REPLICATE_ALL, tp_styles.PARTIAL_SUM):
+        dt = make_dtensor(MeshValue(("tp",)), (PlacementValue(placement.kind, placement.dim),))
+        assert to_local(dt).type["tp"] == tp_styles.local_type(placement), placement
+
+
+def test_a_submodule_called_through_getattr_is_planned_too(registry):
+    diags = _check(
+        """
+        class Gated(nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.w1 = nn.Linear(8, 16)
+                self.w2 = nn.Linear(16, 8)
+
+            def forward(self, x: torch.Tensor) -> torch.Tensor:
+                return getattr(self, "w2")(getattr(self, "w1")(x))
+
+
+        def build(mesh):
+            return parallelize_module(Gated(), mesh, {"w1": ColwiseParallel(), "w2": ColwiseParallel()})
+        """,
+        registry,
+    )
+    assert [d.code for d in diags] == ["SPMD403"], [d.message for d in diags]
