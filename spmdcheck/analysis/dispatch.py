@@ -23,6 +23,7 @@ from spmdcheck.analysis import (
     transfer,
 )
 from spmdcheck.analysis.binding import Arg, bind
+from spmdcheck.analysis.dtensor import DTensorValue
 from spmdcheck.analysis.dtensor import localmap as dtensor_local_map
 from spmdcheck.analysis.dtensor import propagate as dtensor_ops
 from spmdcheck.analysis.findings import Finding
@@ -218,8 +219,10 @@ def _declaration(rule: OpRule | None) -> OpRule | None:
 
 
 def _isinstance(interp: Engine, value: Value, classes: Value) -> Value:
-    """`isinstance(t, DTensor)` for a tensor the checker types: what the stubs declare (@instance_test)."""
-    if not (isinstance(value, TensorValue) and value.typed and not value.opaque):
+    """`isinstance(t, DTensor)` for a tensor the checker types: what the stubs declare (@instance_test); for a
+    DTensor it is true."""
+    dtensor = isinstance(value, DTensorValue)
+    if not (dtensor or (isinstance(value, TensorValue) and value.typed and not value.opaque)):
         return UNKNOWN
     answers = set()
     for cls in classes.items if isinstance(classes, Seq) else (classes,):
@@ -229,7 +232,7 @@ def _isinstance(interp: Engine, value: Value, classes: Value) -> Value:
             rule = registry.lookup(registry.resolve_alias(cls.qualname))
         if rule is None or rule.instance_test is None:
             return UNKNOWN
-        answers.add(rule.instance_test)
+        answers.add(True if dtensor else rule.instance_test)
     return Assumed(True in answers) if answers else UNKNOWN
 
 

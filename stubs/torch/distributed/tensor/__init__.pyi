@@ -13,6 +13,8 @@ from typing import Any
 
 from torch import Tensor
 from torch.distributed.device_mesh import DeviceMesh
+from torch.distributed.device_mesh import DeviceMesh as DeviceMesh
+from torch.distributed.device_mesh import init_device_mesh as init_device_mesh
 
 from spmdcheck.annotations import dtensor_api, instance_test
 
