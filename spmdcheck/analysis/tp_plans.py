@@ -233,13 +233,15 @@ def _placements(interp: Engine, value: Value, node: cst.CSTNode) -> tuple[Placem
     """A layout or a tuple of layouts (one per input; None entries pass untouched)."""
     if isinstance(value, Literal) and value.value is None:
         return ()
-    if isinstance(value, Seq) and isinstance(node, (cst.Tuple, cst.List)) and len(node.elements) == len(value.items):
+    if isinstance(value, Seq):
+        written = node.elements if isinstance(node, (cst.Tuple, cst.List)) else ()
+        elements = [e.value for e in written] if len(written) == len(value.items) else [None] * len(value.items)
         out: list[Placement | None] = []
-        for item, element in zip(value.items, node.elements):
+        for item, element in zip(value.items, elements):
             if isinstance(item, Literal) and item.value is None:
                 out.append(None)
                 continue
-            placement = _placement(interp, item, element.value)
+            placement = _placement(interp, item, element)  # the value, else the call as written
             if placement is None:
                 return None
             out.append(placement)
