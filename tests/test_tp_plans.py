@@ -278,3 +278,39 @@ def test_a_submodule_called_through_getattr_is_planned_too(registry):
         registry,
     )
     assert [d.code for d in diags] == ["SPMD403"], [d.message for d in diags]
+
+
+@pytest.mark.parametrize(
+    "w2,codes",
+    [
+        ("RowwiseParallel(output_layouts=Shard(1))", []),  # reduce-scattered to the sequence shard the norm takes
+        ("RowwiseParallel()", ["SPMD403"]),  # all-reduced to the whole activation, declared a sequence shard
+    ],
+)
+def test_a_sequence_parallel_norm_takes_the_sequence_shard(w2, codes, registry):
+    source = """
+        class Norm(nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.weight = nn.Parameter(torch.ones(8))
+
+            def forward(self, x: torch.Tensor) -> torch.Tensor:
+                return x * self.weight
+
+
+        class Block(nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.w1 = nn.Linear(8, 16)
+                self.w2 = nn.Linear(16, 8)
+                self.norm = Norm()
+
+            def forward(self, x: torch.Tensor) -> torch.Tensor:
+                return self.norm(self.w2(F.gelu(self.w1(x))))
+
+
+        def build(mesh):
+            return parallelize_module(Block(), mesh, {"w1": ColwiseParallel(), "w2": W2, "norm": SequenceParallel()})
+        """
+    diags = _check(source.replace("W2", w2), registry)
+    assert [d.code for d in diags] == codes, [d.message for d in diags]
