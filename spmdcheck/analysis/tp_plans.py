@@ -107,16 +107,6 @@ def call_library(interp: Engine, qualname: str, args: list[Arg], node: cst.Call)
     return None
 
 
-def library_qualname(interp: Engine, func: Value) -> str | None:
-    if isinstance(func, LazyImport):
-        qual = f"{func.module}.{func.name}"
-    elif isinstance(func, ModuleRef):
-        qual = func.qualname
-    else:
-        return None
-    return interp.ctx.registry.resolve_alias(qual)
-
-
 def _placement(interp: Engine, value: Value, node: cst.CSTNode | None) -> Placement | None:
     """A placement argument: a placement value another reader typed, else the call as written
     (`Shard(1)`, `Replicate()`, `Partial()` of torch.distributed.tensor). None: not readable."""
@@ -539,13 +529,9 @@ def _same_dim(have: int, want: int, rank: int | None) -> bool:
 
 
 def _written(interp: Engine, style: StyleValue) -> str:
-    node = style.node
-    if isinstance(node, cst.CSTNode):
-        try:
-            return interp.ctx.code_of(node)
-        except Exception:  # noqa: BLE001 - a node of another file: its spec's name
-            pass
-    return f"{style.spec.name}(...)"
+    """The style as the plan writes it (libcst generates a node's code from the node, whatever its file)."""
+    text = interp.ctx.code_of(style.node)
+    return text if len(text) <= 80 else f"{style.spec.name}(...)"
 
 
 def _fixes(interp: Engine, attr: str, style: StyleValue, have) -> list[Suggestion]:  # noqa: ANN001
