@@ -314,3 +314,24 @@ def test_a_sequence_parallel_norm_takes_the_sequence_shard(w2, codes, registry):
         """
     diags = _check(source.replace("W2", w2), registry)
     assert [d.code for d in diags] == codes, [d.message for d in diags]
+
+
+@pytest.mark.parametrize(
+    "w1",
+    [
+        "Float8ColwiseParallel()",  # another library's style
+        "ColwiseParallel(input_layouts=layout)",  # a placement the checker cannot read
+    ],
+)
+def test_a_style_the_checker_cannot_read_plans_its_submodule_silently(w1, registry):
+    diags = _check(
+        f"""
+        from torchao.float8 import Float8ColwiseParallel
+
+
+        def build(mesh, layout):
+            return parallelize_module(FeedForward(), mesh, {{"w1": {w1}, "w2": RowwiseParallel()}})
+        """,
+        registry,
+    )
+    assert not diags, [d.message for d in diags]  # not taken for a module left out of the plan

@@ -255,13 +255,11 @@ def _parallelize(interp: Engine, args: list[Arg], node: cst.Call) -> Value:
     axis = _mesh_axis(interp, mesh[1])
     if axis is None:
         return target
-    entries: list[tuple[InstanceValue, str, StyleValue]] = []
+    entries: list[tuple[InstanceValue, str, StyleValue | None]] = []
     styles = _plan_entries(plan[1])
     if styles is None:
         return target
     for key, style in styles:
-        if not style.readable:
-            continue
         _resolve(target, key.split("."), style, entries)
     if not entries:
         return target
@@ -277,17 +275,19 @@ def _mesh_axis(interp: Engine, mesh: Value) -> str | None:
     return axes[0] if len(axes) == 1 and isinstance(mesh, Unknown) else None
 
 
-def _plan_entries(plan: Value) -> list[tuple[str, StyleValue]] | None:
+def _plan_entries(plan: Value) -> list[tuple[str, StyleValue | None]] | None:
+    """The plan's keys and styles; None for a style the checker cannot read (another library's style, a
+    style given arguments it cannot read): the submodules it names are planned, but silently."""
     if isinstance(plan, StyleValue):
         return [("", plan)]
     if not isinstance(plan, DictValue):
         return None
-    out = []
+    out: list[tuple[str, StyleValue | None]] = []
     for key, style, _ in plan.items:
         if not (isinstance(key, Literal) and isinstance(key.value, str)):
             return None  # a key the checker cannot read may name any submodule
-        if isinstance(style, StyleValue):
-            out.append((key.value, style))
+        readable = isinstance(style, StyleValue) and style.readable
+        out.append((key.value, style if readable else None))  # type: ignore[arg-type]
     return out
 
 
@@ -302,7 +302,7 @@ def _children(value: Value) -> list[tuple[str, Value]]:
     return []
 
 
-def _resolve(owner: Value, tokens: list[str], style: StyleValue, out: list) -> None:  # noqa: ANN001
+def _resolve(owner: Value, tokens: list[str], style: StyleValue | None, out: list) -> None:  # noqa: ANN001
     """Every submodule a key names under `owner`: (the object holding it, its attribute, the style)."""
     if tokens == [""]:
         return  # a style for the whole module: its callers' modules are not known here
@@ -321,8 +321,8 @@ def _record(
     root: InstanceValue,
     axis: str,
     mesh: Value,
-    entries: list[tuple[InstanceValue, str, StyleValue]],
-    styles: list[StyleValue],
+    entries: list[tuple[InstanceValue, str, StyleValue | None]],
+    styles: list[StyleValue | None],
 ) -> None:
     plans = interp.run.tp_plans
     touched: dict[int, ClassPlan] = {}
@@ -332,15 +332,17 @@ def _record(
         if plan is None or plan.axis != axis:
             plan = plans[id(cls)] = ClassPlan(cls, axis, mesh)
         have = plan.entries.get(attr)
-        if have is not None and have != style:
-            plan.conflicting.add(attr)
-        plan.entries[attr] = style
+        if style is None or (have is not None and have != style):
+            plan.conflicting.add(attr)  # planned, but not in a way the checker can follow: silent
+        if style is not None:
+            plan.entries[attr] = style
         touched[id(cls)] = plan
     root_plan = plans.get(id(root.cls))
     if root_plan is None:
         root_plan = plans[id(root.cls)] = ClassPlan(root.cls, axis, mesh)
     root_plan.root = True
-    root_plan.sequence_sharded |= any(_sequence_sharded(style) for style in styles)
+    # a style the checker cannot read may take a sequence-sharded input too
+    root_plan.sequence_sharded |= any(style is None or _sequence_sharded(style) for style in styles)
     touched[id(root.cls)] = root_plan
     for plan in touched.values():
         if interp.log is not None:  # every root checked later sees the plan
