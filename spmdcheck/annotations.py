@@ -66,6 +66,7 @@ __all__ = [
     "process_group",
     "mesh_factory",
     "mesh_group",
+    "dtensor_api",
     "spmd_api",
     "context",
     "group_members",
@@ -189,6 +190,7 @@ constant_test = _identity  # the call answers whether its argument is a constant
 mesh_factory = _factory
 mesh_group = _factory
 spmd_api = _factory
+dtensor_api = _factory  # a DTensor API with its own handler (`from_local`, `to_local`, `placement`, ...)
 context = _factory
 # The call returns this constant in the configuration spmdcheck checks (`get_spmd_backend()` is "spmd_types"):
 # a branch on it is judged even in a function checked on its own.

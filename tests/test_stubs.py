@@ -843,6 +843,7 @@ def test_stubbed_torch_names_exist_in_torch() -> None:
         "torch.distributed.nn.functional",
         "torch.distributed.device_mesh",
         "torch.distributed.tensor",
+        "torch.distributed.tensor.experimental",
     ):
         importlib.import_module(submodule)
 

@@ -32,6 +32,7 @@ from spmdcheck.diagnostics.violations.contracts import (
     AssertTypeMismatch,
     ContractInputWithoutSource,
     InvalidLossType,
+    RedistributeToPartial,
     ReturnTypeMismatch,
     UnreducedContractOutput,
 )
@@ -45,6 +46,7 @@ from spmdcheck.diagnostics.violations.gradients import (
 )
 from spmdcheck.diagnostics.violations.inference import (
     AXIS_RULE_VIOLATIONS,
+    DTensorLocalMix,
     InplaceTypeChange,
     InvariantMixing,
     MissingAxis,
@@ -428,6 +430,16 @@ EXAMPLES: list[tuple[Violation, str]] = [
         ClipNormWrongAxes(("dp",), ("tp",)),
         "the squared gradient norm of global-norm clipping is summed over 'dp': the gradients are sharded "
         "over 'tp', which this sum leaves out (each rank clips with the norm of its own shards)",
+    ),
+    (
+        DTensorLocalMix("Tensor.__add__", "w", "[Replicate()]", "bias"),
+        "`Tensor.__add__` mixes DTensor `w` ([Replicate()]) with local tensor `bias`: PyTorch refuses mixed "
+        "torch.Tensor and DTensor operands",
+    ),
+    (
+        RedistributeToPartial("tp", "Replicate()"),
+        "`redistribute` to Partial() on mesh dim 'tp', where the DTensor is Replicate(): PyTorch refuses a Partial "
+        "target (redistributing to Partial is for its internal use)",
     ),
 ]
 

@@ -20,9 +20,13 @@ from spmdcheck.analysis import (
     objects,
     rankflow,
     spmd_api,
+    tp_plans,
     transfer,
 )
 from spmdcheck.analysis.binding import Arg, bind
+from spmdcheck.analysis.dtensor import DTensorValue
+from spmdcheck.analysis.dtensor import localmap as dtensor_local_map
+from spmdcheck.analysis.dtensor import propagate as dtensor_ops
 from spmdcheck.analysis.findings import Finding
 from spmdcheck.analysis.frames import Engine
 from spmdcheck.analysis.inline import call_function
@@ -72,6 +76,8 @@ def default_tensor_rule(qualname: str, method: bool) -> OpRule:
 def dispatch(interp: Engine, func: Value, args: list[Arg], node: cst.Call) -> Value:
     if isinstance(func, LocalMapValue):
         return spmd_api.call_local_map(interp, func, args, node)
+    if isinstance(func, dtensor_local_map.DTensorLocalMap):
+        return dtensor_local_map.call(interp, func, args, node)
     declared = layouts.rule_of(interp, func)
     if declared is not None:
         return layouts.build(interp, declared, args, node)  # a layout or a module contract, read as data
@@ -80,6 +86,9 @@ def dispatch(interp: Engine, func: Value, args: list[Arg], node: cst.Call) -> Va
         stubbed = _declaration(registry.lookup(registry.resolve_alias(f"{func.module}.{func.name}")))
         if stubbed is not None:
             return apply_rule(interp, stubbed, args, node)  # a stub (or a config key) describes this helper
+        planned = tp_plans.call_library(interp, registry.resolve_alias(f"{func.module}.{func.name}"), args, node)
+        if planned is not None:
+            return planned  # a parallel style, or parallelize_module recording its plan
         if not any(carries_types(v) for _, v, _ in args):
             return UNKNOWN  # a library function given nothing typed can produce no finding and no type
         func = interp.resolve_lazy(func)
@@ -92,6 +101,7 @@ def dispatch(interp: Engine, func: Value, args: list[Arg], node: cst.Call) -> Va
                 rule.params = (Param("args", ParamRole.TENSOR, True, False, variadic=True),)
             else:
                 known = objects.call_library(interp, qual, args, node, dispatch)  # dataclasses, partial, ...
+                known = known if known is not None else tp_plans.call_library(interp, qual, args, node)
                 return known if known is not None else UNKNOWN  # gradual typing: an unknown callee checks nothing
         return apply_rule(interp, rule, args, node)
     if isinstance(func, BoundMethod) and func.qualname.startswith(("builtins.dict.", "builtins.list.")):
@@ -143,13 +153,16 @@ def dispatch(interp: Engine, func: Value, args: list[Arg], node: cst.Call) -> Va
         call = func.cls.lookup("forward") if func.cls.lookup("__call__") is None else func.cls.lookup("__call__")
         if isinstance(call, FunctionValue):
             routed = contracts.call_module(interp, func, call, args, node)
+            if routed is None:
+                routed = tp_plans.call_planned_module(interp, func, call, args, node)  # a style's prepared inputs
             if routed is not None:
                 return routed  # a module contract: its wrapper redistributes the arguments and the output
             return call_function(interp, call, args, node, receiver=func)
         return contracts.call_opaque_module(interp, func, args) or UNKNOWN
     if isinstance(func, BuiltinValue):
         return _call_builtin(interp, func, args, node)
-    return UNKNOWN
+    planned = tp_plans.call_submodule(interp, func, args, node)  # `self.w1(x)` of a tensor-parallel plan
+    return planned if planned is not None else UNKNOWN
 
 
 def _call_builtin(interp: Engine, func: BuiltinValue, args: list[Arg], node: cst.Call) -> Value:
@@ -210,8 +223,10 @@ def _declaration(rule: OpRule | None) -> OpRule | None:
 
 
 def _isinstance(interp: Engine, value: Value, classes: Value) -> Value:
-    """`isinstance(t, DTensor)` for a tensor the checker types: what the stubs declare (@instance_test)."""
-    if not (isinstance(value, TensorValue) and value.typed and not value.opaque):
+    """`isinstance(t, DTensor)` for a tensor the checker types: what the stubs declare (@instance_test); for a
+    DTensor it is true."""
+    dtensor = isinstance(value, DTensorValue)
+    if not (dtensor or (isinstance(value, TensorValue) and value.typed and not value.opaque)):
         return UNKNOWN
     answers = set()
     for cls in classes.items if isinstance(classes, Seq) else (classes,):
@@ -221,7 +236,7 @@ def _isinstance(interp: Engine, value: Value, classes: Value) -> Value:
             rule = registry.lookup(registry.resolve_alias(cls.qualname))
         if rule is None or rule.instance_test is None:
             return UNKNOWN
-        answers.add(rule.instance_test)
+        answers.add(True if dtensor else rule.instance_test)
     return Assumed(True in answers) if answers else UNKNOWN
 
 
@@ -362,7 +377,10 @@ def _apply_rule(interp: Engine, rule: OpRule, args: list[Arg], node: cst.CSTNode
         if chosen is None:
             return UNKNOWN  # no overload is known to apply (a keyword the checker cannot read): silent
         rule = chosen
-    return transfer.TRANSFER[rule.kind](interp, rule, bind(rule, args), args, node)
+    kind = rule.kind
+    if kind == "op" and dtensor_ops.has_dtensor(args):
+        return dtensor_ops.apply_op(interp, rule, args, node)  # DTensor's own propagation: never reported
+    return transfer.TRANSFER[kind](interp, rule, bind(rule, args), args, node)
 
 
 def _overload_for(overloads: tuple[OpRule, ...], args: list[Arg]) -> OpRule | None:

@@ -116,6 +116,7 @@ class RunState:
     summaries: dict[tuple, Summary] = field(default_factory=dict)  # memoised calls (inline.py)
     instances: dict[int, InstanceValue] = field(default_factory=dict)  # class id -> the object its methods see
     contracts: dict[int, Value] = field(default_factory=dict)  # module class id -> the contract that reached it
+    tp_plans: dict[int, Any] = field(default_factory=dict)  # module class id -> its tensor-parallel plan (tp_plans.py)
     checked: set[int] = field(default_factory=set)  # functions already checked on their own (ids of their nodes)
     slots: ConfigSlots = field(default_factory=ConfigSlots)
     # id(dict) -> (the dict, entries a top level registered into it since it was made: containers.py): every

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import libcst as cst
 
 from spmdcheck import einsum
-from spmdcheck.analysis import shapes
+from spmdcheck.analysis import shapes, tp_whole
 from spmdcheck.analysis.binding import Bound, Slot, has_unknown_operand, operand_slots
+from spmdcheck.analysis.dtensor.fixes import dtensor_fixes
 from spmdcheck.analysis.findings import Finding, Suggestion
 from spmdcheck.analysis.values import (
     UNKNOWN,
@@ -38,6 +40,7 @@ from spmdcheck.lattice import (
     Kind,
     Linearity,
     Operand,
+    Rule,
     Site,
     SpmdType,
     infer_axis,
@@ -147,8 +150,21 @@ def apply_op(interp: Analysis, rule: OpRule, bound: Bound, node: cst.CSTNode) ->
     result = TensorValue(
         SpmdType(result_axes), grad, result_rank, opaque=opaque, min_rank=min_rank, leaf=rule.grad == "leaf"
     )
+    if any(s.value.boundary for s in tensors):  # type: ignore[union-attr]
+        result = replace(result, boundary=_kept_boundaries(tensors, result_axes))
     _inplace(interp, rule, bound, result, node)
     return _shape_result(rule, result)
+
+
+def _kept_boundaries(tensors: list[Slot], result_axes: dict[str, AxisType]) -> tuple[tuple[str, int, str, str], ...]:
+    """The DTensor boundaries that made the operands Invariant on axes where the result still is."""
+    kept: list[tuple[str, int, str, str]] = []
+    for s in tensors:
+        for entry in s.value.boundary:  # type: ignore[union-attr]
+            t = result_axes.get(entry[0])
+            if t is not None and t.kind is Kind.I and entry not in kept:
+                kept.append(entry)
+    return tuple(kept)
 
 
 def _opaque(slot: Slot) -> bool:
@@ -195,6 +211,10 @@ def _plain_axis(
         _report_axis_error(interp, base, present, ops, axis, node, rule.linearity, short_name(rule.qualname))
         return FAILED
     pending = [s.value is not None and s.value.type[axis].is_pending for s in present]
+    if base is Kind.R and rule.dims is not None and rule.dims.name == "expand":
+        sized = shapes.sized_by_shard(rule, bound, axis)  # broadcast over this rank's block of a sharded dim
+        if sized is not None:
+            return AxisType(Kind.V, shard=sized)
     if base is not Kind.V:
         return AxisType(base)
     shard_slot = next((s for s in present if s.value is not None and s.value.type[axis].shard is not None), None)
@@ -464,8 +484,10 @@ def _report_axis_error(
     linearity: Linearity,
     op_name: str,
 ) -> None:
+    if tp_whole.report(interp, slots, axis, node, op_name):
+        return  # a submodule left out of a tensor-parallel plan meets a planned feature shard: a shape error
     operands = tuple(
-        (describe_slot(interp, s), "Scalar" if s.value is None else str(s.value.type[axis]))
+        (describe_slot(interp, s), "Scalar" if s.value is None else _described_type(s.value, axis))
         for s in slots
         if not isinstance(s, _ProductSlot)
     )
@@ -484,7 +506,18 @@ def _report_axis_error(
         meg = megatron_spelling(interp, cand.api, str(cand.src), str(cand.dst), axis, operand)
         if meg is not None:
             suggestions.append(Suggestion(megatron_fix_title(str(cand.forward), str(cand.backward)), meg, slot.node))
+    if err.rule is Rule.INVARIANT_MIX:
+        suggestions[:0] = dtensor_fixes(interp, slots, axis)  # the DTensor spelling first: where the I came from
     interp.report(Finding.of(violation, node, suggestions))
+
+
+def _described_type(value: TensorValue | ScalarValue, axis: str) -> str:
+    """An operand's type on `axis` in a message; an Invariant made at a DTensor boundary names it."""
+    t = str(value.type[axis])
+    entry = next((b for b in getattr(value, "boundary", ()) if b[0] == axis), None)
+    if entry is None:
+        return t
+    return f"{t}, Replicate() with gradient placement Replicate() from `{entry[2]}()` at {{site:{entry[1]}}}"
 
 
 def _report_pending(

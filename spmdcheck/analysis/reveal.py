@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from spmdcheck.analysis.dtensor import DTensorValue, to_local
 from spmdcheck.analysis.findings import Finding
 from spmdcheck.analysis.values import Alternatives, ScalarValue, TensorValue, Unknown, Value
 from spmdcheck.diagnostics.violations.notes import RevealType
@@ -84,6 +85,17 @@ def view_of(value: Value, mesh: Iterable[str] = ()) -> TypeView | None:
     if isinstance(value, ScalarValue):
         axes = _per_axis(value.type, mesh)
         return TypeView("Scalar " + _axes_text(axes), NO_GRADIENT, axes, None, GradState.NO.value)
+    if isinstance(value, DTensorValue):
+        # its placements, then the view of the local tensor `to_local()` would give
+        local = _tensor_view(to_local(value), mesh)
+        spelled = ", ".join(str(p) if p is not None else "?" for p in value.placements)
+        return TypeView(
+            f"DTensor [{spelled}], local {local.forward}",
+            local.gradient,
+            local.forward_axes,
+            local.gradient_axes,
+            local.requires_grad,
+        )
     if isinstance(value, Unknown):
         return TypeView("unknown", "unknown", None, None, GradState.UNKNOWN.value)
     return None

@@ -65,6 +65,26 @@ def move(rule: OpRule, bound: Bound, shard: int | None, rank: int | None, at_lea
     return mover(_Call(rule, bound, dims, args), shard, rank)
 
 
+def sized_by_shard(rule: OpRule, bound: Bound, axis: str) -> int | None:
+    """`x.expand(w.shape[0], -1, -1)` with `w` sharded on that dim on `axis`: the result's dim that takes the
+    local size of a sharded dim (a replicated value broadcast over this rank's block: S(that dim)); None
+    when no size is one."""
+    if rule.dims is None or not rule.dims.params:
+        return None
+    sizes = [v for v, _ in bound.all(rule.dims.params[0])]
+    if len(sizes) == 1 and isinstance(sizes[0], Seq):
+        sizes = list(sizes[0].items)
+    for position, size in enumerate(sizes):
+        if isinstance(size, DimSize) and size.tensor is not None:
+            t = size.tensor.type.get(axis)
+            rank = size.tensor.rank
+            if t is not None and t.shard is not None and (
+                t.shard == size.index or (rank is not None and _norm(t.shard, rank) == _norm(size.index, rank))
+            ):
+                return position
+    return None
+
+
 @dataclass(frozen=True)
 class _Call:
     """The op call a `@dims` rule reads: its rule, bound arguments, and the literal values of the dims params."""

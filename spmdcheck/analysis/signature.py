@@ -10,6 +10,7 @@ import libcst as cst
 
 from spmdcheck.analysis import configs, spmd_api
 from spmdcheck.analysis.binding import Arg
+from spmdcheck.analysis.dtensor import localmap as dtensor_local_map
 from spmdcheck.analysis.findings import Finding
 from spmdcheck.analysis.frames import Engine
 from spmdcheck.analysis.typeexpr import TypeExprError, group_parameter, is_opaque_axis, type_dict
@@ -61,6 +62,8 @@ def function_decorations(interp: Engine, fn: cst.FunctionDef) -> Decorations:
                 decor.skip = True
             else:
                 decor.out_types = interp.eval(out.value)
+        elif rule.dtensor_api == "local_map":
+            decor.in_types, decor.out_types = dtensor_local_map.decorations(interp, call_args)
         elif rule.spmd_api == "local_map":
             for a in call_args:
                 if a.keyword and a.keyword.value == "out_types":

@@ -64,10 +64,8 @@ def getitem(interp: Engine, base: Value, node: cst.Subscript) -> Value:
         found = containers.getitem(interp, base, index_values[0], node)
         if found is not None:
             return found
-    if isinstance(base, MeshValue) and len(index_values) == 1 and isinstance(index_values[0], Literal):
-        name = index_values[0].value
-        if isinstance(name, str):
-            return MeshValue((name,))
+    if isinstance(base, MeshValue) and all(isinstance(v, Literal) and isinstance(v.value, str) for v in index_values):
+        return MeshValue(tuple(v.value for v in index_values))  # type: ignore[attr-defined]  # `mesh["dp", "cp"]`
     return UNKNOWN
 
 

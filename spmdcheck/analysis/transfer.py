@@ -17,6 +17,7 @@ import libcst as cst
 from spmdcheck.analysis import comms, layouts, ops, spmd_api
 from spmdcheck.analysis.binding import Arg, Bound
 from spmdcheck.analysis.context import Analysis
+from spmdcheck.analysis.dtensor import api as dtensor_api
 from spmdcheck.analysis.typeexpr import axis_name
 from spmdcheck.analysis.values import (
     NUMBER,
@@ -180,6 +181,7 @@ def _op(a: Analysis, rule: OpRule, bound: Bound, args: list[Arg], node: cst.CSTN
 TRANSFER: dict[str, Transfer] = {
     "context": _context,
     "spmd_api": _spmd_api,
+    "dtensor_api": dtensor_api.transfer,  # type: ignore[dict-item]
     "collective": _collective,
     "raw_collective": _raw,
     "mapping": _mapping,
@@ -231,6 +233,9 @@ def _rank_value(rule: OpRule, bound: Bound) -> RankValue:
     if rule.rank_group_param is not None:
         group = bound.get(rule.rank_group_param)
         if group is None or (isinstance(group, Literal) and group.value is None):
+            receiver = bound.get(rule.params[0].name) if rule.params else None
+            if isinstance(receiver, MeshValue) and len(receiver.axes) == 1:
+                return RankValue(frozenset(receiver.axes))  # `mesh["tp"].get_local_rank()`: the rank along tp
             return RANK  # the default group: the global rank
         axis = _group_axis(group)
         if axis is None and isinstance(group, Literal) and isinstance(group.value, str):

@@ -25,6 +25,11 @@ class Unknown(Value):
 UNKNOWN = Unknown()
 
 
+class CarriesTypes(Value):
+    """Base of values defined in their own module that hold SPMD information a callee could misuse (a
+    DTensor: analysis/dtensor/): `carries_types` is true of them, so a call given one is checked with it."""
+
+
 @dataclass(frozen=True)
 class Literal(Value):
     """A Python constant: number, str, bool, None, Ellipsis."""
@@ -147,6 +152,10 @@ class TensorValue(Value):
     # A leaf of the autograd graph (a factory's result, an nn.Parameter): it has no upstream history, so
     # a raw collective writing into it (a receive buffer) cuts nothing. Provenance: not part of equality.
     leaf: bool = field(default=False, compare=False, hash=False)
+    # (axis, site, api, fixed grad placements) of the DTensor boundary (`to_local()`, `full_tensor()`) that made
+    # this value Invariant on `axis` (a Replicate placement with a Replicate gradient placement): named, with
+    # the DTensor spelling of the fix, when it is mixed (analysis/dtensor/). Provenance: not part of equality.
+    boundary: tuple[tuple[str, int, str, str], ...] = field(default=(), compare=False, hash=False)
 
     @property
     def typed(self) -> bool:
@@ -561,7 +570,7 @@ def carries_types(value: Value | None, depth: int = 3) -> bool:
         return any(carries_types(item, depth - 1) for _, item, _ in value.items)
     if isinstance(value, InstanceValue):
         return any(carries_types(item, depth - 1) for item in value.attrs.values())
-    return isinstance(value, (ScalarValue, GroupValue, MeshValue))
+    return isinstance(value, (ScalarValue, GroupValue, MeshValue, CarriesTypes))
 
 
 def share_objects(value: Value, depth: int = 0, seen: set[int] | None = None) -> None:

@@ -96,6 +96,12 @@ _ALL = [
         "An in-place op or out= would change the SPMD type of its destination.",
     ),
     Code("SPMD111", "setitem-type-change", "error", "Assigning into x[...] would change the SPMD type of x."),
+    Code(
+        "SPMD112",
+        "dtensor-local-mix",
+        "error",
+        "An op mixes a DTensor with a local (plain) tensor: PyTorch refuses it at run time.",
+    ),
     # 2xx: pending sums from sharded contractions
     Code(
         "SPMD201",
@@ -175,6 +181,12 @@ _ALL = [
         "error",
         "A module contract gives an input a destination layout (in_dst) but no source layout (in_src): its wrapper "
         "refuses the call.",
+    ),
+    Code(
+        "SPMD407",
+        "redistribute-to-partial",
+        "error",
+        "`DTensor.redistribute` to a Partial placement: PyTorch refuses it (Partial is for its internal use).",
     ),
     # 5xx: control flow
     Code(

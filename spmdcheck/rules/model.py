@@ -176,6 +176,9 @@ class OpRule:
     mesh_factory_names: str | None = None
     mesh_group_param: str | None = None
     spmd_api: str | None = None
+    # a DTensor API with its own handler (analysis/dtensor/): `from_local`, `to_local`, `placement`, ...
+    dtensor_api: str | None = None
+    dtensor_args: tuple[tuple[str, object], ...] = ()  # the decorator's keywords (`placement="shard"`)
     context: str | None = None
     const_type: str | None = None  # a type constant: R, I, V, P
     const_str: str | None = None  # a string constant (an enum member naming a mesh axis: `DP = "dp"`)
@@ -195,6 +198,7 @@ class OpRule:
             ("layout", self.layout is not None),
             ("module_contract", self.contract is not None),
             ("spmd_api", self.spmd_api is not None),
+            ("dtensor_api", self.dtensor_api is not None),
             ("collective", self.collective is not None),
             ("raw_collective", self.raw is not None),
             ("mapping", bool(self.mappings)),

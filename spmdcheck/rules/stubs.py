@@ -341,6 +341,8 @@ def _apply_communication_decorator(rule: OpRule, name: str, args: list[object], 
         rule.returns = Returns.VALUE
     elif name == "spmd_api":
         rule.spmd_api = str(args[0])
+    elif name == "dtensor_api":
+        _dtensor_api(rule, args, kwargs)
     elif name == "context":
         rule.context = str(args[0])
     elif name in ("staticmethod", "classmethod", "overload"):
@@ -350,6 +352,18 @@ def _apply_communication_decorator(rule: OpRule, name: str, args: list[object], 
 
 
 _Function = ast.FunctionDef | ast.AsyncFunctionDef
+
+
+def _dtensor_api(rule: OpRule, args: list[object], kwargs: dict[str, object]) -> None:
+    """`@dtensor_api("from_local")`, `@dtensor_api("placement", placement="shard", dim="dim")`: a DTensor API
+    typed by its handler in analysis/dtensor/; the keywords are literals the handler reads."""
+    if not args or not isinstance(args[0], str):
+        raise StubError("dtensor_api(...) needs the API's name as its first argument")
+    if any(not isinstance(v, (str, int, bool)) and v is not None for v in kwargs.values()):
+        raise StubError("dtensor_api(...) keywords must be literals")
+    rule.dtensor_api = args[0]
+    rule.dtensor_args = tuple(sorted(kwargs.items()))
+    rule.returns = Returns.VALUE
 
 
 def _literal_params(fn: _Function, module: _Source) -> tuple[tuple[str, tuple[object, ...]], ...]:
@@ -510,6 +524,8 @@ def _class_rule(stmt: ast.ClassDef, cls: str, module: _Source, body: Sequence[as
             rule.layout = LayoutRule(types, kwargs.get("partition_spec"))  # type: ignore[arg-type]
         elif name == "instance_test":
             rule.instance_test = bool(args[0] if args else kwargs.get("value"))
+        elif name == "dtensor_api":
+            _dtensor_api(rule, args, kwargs)
         elif name == "module_contract":
             attach = kwargs.get("attach", ())
             builders = kwargs.get("build", ())
@@ -523,7 +539,7 @@ def _class_rule(stmt: ast.ClassDef, cls: str, module: _Source, body: Sequence[as
                 dst_needs_src=bool(kwargs.get("dst_needs_src", False)),
                 **fields,  # type: ignore[arg-type]
             )
-    if (rule.layout is not None or rule.contract is not None) and init is not None:
+    if (rule.layout is not None or rule.contract is not None or rule.dtensor_api is not None) and init is not None:
         rule.params = _params(init, module, True)[1:]
     return rule
 

@@ -24,6 +24,7 @@ from spmdcheck.analysis import (
     subscripts,
 )
 from spmdcheck.analysis.dispatch import TENSOR
+from spmdcheck.analysis.dtensor import DTensorValue
 from spmdcheck.analysis.frames import Engine
 from spmdcheck.analysis.interp.loopreads import attr_path
 from spmdcheck.analysis.values import (
@@ -116,6 +117,8 @@ _BUILTINS: dict[str, Value] = {
     **{name: BuiltinValue(name) for name in rankflow.BUILTINS},
 }
 _ABSENT = object()  # a lookup's "no such name"
+_DTENSOR = "torch.distributed.tensor.DTensor"
+_TENSOR_LIKE = (TensorValue, Alternatives, DTensorValue)  # what an operator applies to as a tensor op
 
 
 class Evaluator:
@@ -207,6 +210,8 @@ class Evaluator:
             if rule is not None and rule.returns is Returns.VALUE and rule.passthrough and not rule.params:
                 return UNKNOWN
             return BoundMethod(base, qual)
+        if isinstance(base, DTensorValue):
+            return self._dtensor_attribute(base, node)
         if isinstance(base, MeshValue):
             return BoundMethod(base, f"torch.distributed.device_mesh.DeviceMesh.{attr}")
         if isinstance(base, (ContractValue, LayoutValue)):
@@ -218,6 +223,18 @@ class Evaluator:
         if isinstance(base, containers.Candidates):  # `model.forward` of a model picked from a registry
             return containers.attribute(base, attr, self.object_attribute)
         return UNKNOWN
+
+    def _dtensor_attribute(self, base: DTensorValue, node: cst.Attribute) -> Value:
+        """`x.to_local`, `x.placements` (the DTensor stub's), `x.sum`, `x.T` (a tensor's, on placements)."""
+        registry, attr = self.engine.ctx.registry, node.attr.value
+        qual = f"{_DTENSOR}.{attr}"
+        rule = registry.lookup(qual)
+        if rule is None:
+            qual = f"{TENSOR}.{attr}"
+            rule = registry.lookup(qual)
+        if rule is not None and rule.is_property:
+            return dispatch.call_method(self.engine, base, qual, [], node, receiver_node=node.value)
+        return BoundMethod(base, qual) if rule is not None else UNKNOWN
 
     def object_attribute(self, base: Value, attr: str) -> Value:
         """An attribute of a checked module, class or object (no side effects: safe to call anywhere)."""
@@ -291,11 +308,11 @@ class Evaluator:
         dunder = _BINOP_DUNDER.get(type(node.operator))
         if dunder is None:
             return UNKNOWN
-        if isinstance(left, (TensorValue, Alternatives)):
+        if isinstance(left, _TENSOR_LIKE):
             return dispatch.call_method(
                 self.engine, left, f"{TENSOR}.{dunder}", [(None, right, node.right)], node, receiver_node=node.left
             )
-        if isinstance(right, (TensorValue, Alternatives)):
+        if isinstance(right, _TENSOR_LIKE):
             rdunder = "__r" + dunder[2:]
             return dispatch.call_method(
                 self.engine, right, f"{TENSOR}.{rdunder}", [(None, left, node.left)], node, receiver_node=node.right
@@ -306,7 +323,7 @@ class Evaluator:
         operand = self.eval(node.expression)
         if isinstance(node.operator, cst.Not) and isinstance(operand, Literal):
             return type(operand)(not operand.value)
-        if isinstance(node.operator, cst.Minus) and isinstance(operand, (TensorValue, Alternatives)):
+        if isinstance(node.operator, cst.Minus) and isinstance(operand, _TENSOR_LIKE):
             return dispatch.call_method(
                 self.engine, operand, f"{TENSOR}.__neg__", [], node, receiver_node=node.expression
             )

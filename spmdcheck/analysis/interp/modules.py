@@ -8,7 +8,7 @@ import os
 
 import libcst as cst
 
-from spmdcheck.analysis import autograd_functions, contracts, group_inference, layouts, signature
+from spmdcheck.analysis import autograd_functions, contracts, group_inference, layouts, signature, tp_plans
 from spmdcheck.analysis.context import FileContext
 from spmdcheck.analysis.frames import Frame, Importer, RunState, Scope
 from spmdcheck.analysis.gradients import step as gradient_step
@@ -214,7 +214,7 @@ class ModuleRunner:
                     self.log.enter_body(fn)
                     entered_body = True
                 receiver = self.instance_for(owner) if owner is not None and signature.takes_self(fn) else None
-                contract = contracts.for_forward(self, owner, fn)
+                contract = contracts.for_forward(self, owner, fn) or tp_plans.root_forward_contract(self, owner, fn)
                 if contract is not None:
                     layouts.typed_state(receiver, contract)
                 for param, value in signature.parameter_values(self, fn, decor, None, receiver):

@@ -117,3 +117,19 @@ class ContractInputWithoutSource(Violation):
             f"input `{self.input_name}` has a destination layout (in_dst) but no source layout (in_src): the "
             "module's wrapper cannot redistribute it and refuses the call"
         )
+
+
+@dataclass(frozen=True)
+class RedistributeToPartial(Violation):
+    """`x.redistribute(mesh, placements)` with a Partial placement on mesh dim `dim` where `x` is `have`."""
+
+    code = "SPMD407"
+    dim: str
+    have: str
+
+    @property
+    def message(self) -> str:
+        return (
+            f"`redistribute` to Partial() on mesh dim {self.dim!r}, where the DTensor is {self.have}: PyTorch "
+            "refuses a Partial target (redistributing to Partial is for its internal use)"
+        )

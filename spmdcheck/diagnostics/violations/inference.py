@@ -190,3 +190,25 @@ class InplaceTypeChange(TypeChangingWrite):
 @dataclass(frozen=True)
 class SetitemTypeChange(TypeChangingWrite):
     code = "SPMD111"
+
+
+@dataclass(frozen=True)
+class DTensorLocalMix(Violation):
+    """An op given a DTensor (`dtensor`, with its placements spelled) and a local tensor (`local`)."""
+
+    code = "SPMD112"
+    op: str
+    dtensor: str
+    placements: str
+    local: str
+
+    @property
+    def message(self) -> str:
+        return (
+            f"`{self.op}` mixes DTensor `{self.dtensor}` ({self.placements}) with local tensor `{self.local}`: "
+            "PyTorch refuses mixed torch.Tensor and DTensor operands"
+        )
+
+    @property
+    def fix_title(self) -> str:
+        return f"make `{self.local}` a DTensor with the placements it has (`DTensor.from_local`)"

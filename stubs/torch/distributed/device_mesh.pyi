@@ -4,7 +4,7 @@ from typing import Any
 
 from torch.distributed import ProcessGroup
 
-from spmdcheck.annotations import mesh_factory, mesh_group, passthrough, rank_dependent
+from spmdcheck.annotations import dtensor_api, mesh_factory, mesh_group, passthrough, rank_dependent
 
 @mesh_factory(names="mesh_dim_names")
 def init_device_mesh(
@@ -24,6 +24,8 @@ class DeviceMesh:
     def get_local_rank(self, mesh_dim: int | str | None = None) -> int: ...
     @rank_dependent
     def get_rank(self) -> int: ...
+    @dtensor_api("flatten")
+    def _flatten(self, mesh_dim_name: str | None = None, backend_override: Any = None) -> DeviceMesh: ...
     @passthrough
     def get_coordinate(self) -> tuple[int, ...] | None: ...
     @passthrough

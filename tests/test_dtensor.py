@@ -1,0 +1,154 @@
+"""DTensor values (issue 22): placements read as local types at the DTensor/local boundary.
+
+The fixtures in fixtures/dtensor/ hold the public bugs; these cases pin the interface (analysis/dtensor/) and the
+boundary rules one at a time: the placement table, `from_local`'s check, the gradient placement of `to_local` and
+`full_tensor`, silent ops on DTensors, and that wrapping local code in a `from_local`/`to_local` pair around a
+helper does not change the verdict on it.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from spmdcheck.analysis.dtensor import (
+    PARTIAL,
+    REPLICATE,
+    SHARD,
+    DTensorValue,
+    PlacementValue,
+    from_local_type,
+    local_type,
+    make_dtensor,
+    to_local,
+)
+from spmdcheck.analysis.dtensor.values import axis_local_type
+from spmdcheck.analysis.values import MeshValue
+from spmdcheck.api import Settings, check_source
+from spmdcheck.lattice import AI, AP, AR, S, SpmdType
+
+R_, P_, S0 = PlacementValue(REPLICATE), PlacementValue(PARTIAL), PlacementValue(SHARD, 0)
+
+
+@pytest.mark.parametrize(
+    ("forward", "gradient", "local"),
+    [
+        (R_, R_, AI),
+        (R_, P_, AR),
+        (S0, S0, S(0)),
+        (P_, P_, AP),
+        (P_, R_, AP),
+        (S0, R_, None),
+        (PlacementValue(PARTIAL, reduce_op="max"), None, None),
+    ],
+)
+def test_placement_and_gradient_placement_give_the_local_type(forward, gradient, local):
+    assert axis_local_type(forward, gradient if gradient is not None else forward) == local
+
+
+def test_a_dtensor_on_a_2d_mesh_maps_each_dim_to_its_axis():
+    dt = make_dtensor(MeshValue(("dp", "tp")), (S0, R_))
+    assert isinstance(dt, DTensorValue) and dt.dims == (("dp",), ("tp",))
+    assert local_type(dt) == SpmdType({"dp": S(0), "tp": AI})
+    assert local_type(dt, (S0, P_)) == SpmdType({"dp": S(0), "tp": AR})
+    assert from_local_type(dt.dims, SpmdType({"dp": S(0), "tp": AI})) == (S0, R_)
+    assert to_local(make_dtensor(MeshValue(("tp",)), (None,))).opaque  # nothing known: unknown, silent
+
+
+PRELUDE = """\
+import torch
+from torch.distributed.tensor import DTensor, Partial, Replicate, Shard, distribute_tensor
+"""
+
+
+def _codes(body: str, registry, mesh: tuple[str, ...] = ("tp",)) -> list[tuple[int, str]]:
+    source = PRELUDE + body
+    found = check_source(source, "<t>", Settings(mesh=mesh), registry)
+    return sorted((d.line - PRELUDE.count("\n"), d.code) for d in found)
+
+
+def test_to_local_of_a_replicate_dtensor_is_invariant_unless_its_gradient_is_partial(registry):
+    bug = """
+def f(x, mesh):
+    w = distribute_tensor(torch.randn(4, 8), mesh, [Shard(1)]).to_local()
+    h = DTensor.from_local(x, mesh, [Replicate()])
+    return h.to_local() @ w
+"""
+    assert _codes(bug, registry) == [(5, "SPMD102")]
+    assert _codes(bug.replace("h.to_local()", "h.to_local(grad_placements=(Partial(),))"), registry) == []
+
+
+def test_full_tensor_defaults_to_a_replicate_gradient(registry):
+    bug = """
+def f(x, mesh):
+    w = distribute_tensor(torch.randn(4, 8), mesh, [Shard(1)]).to_local()
+    h = DTensor.from_local(x, mesh, [Shard(0)]).full_tensor()
+    return h @ w
+"""
+    assert _codes(bug, registry) == [(5, "SPMD102")]
+    assert _codes(bug.replace("full_tensor()", "full_tensor(grad_placements=[Partial()])"), registry) == []
+
+
+def test_from_local_checks_the_local_value_against_its_placements(registry):
+    bug = """
+def f(mesh):
+    w = distribute_tensor(torch.randn(8, 4), mesh, [Shard(0)]).to_local()
+    partial = torch.randn(4, 8) @ w
+    return DTensor.from_local(partial, mesh, [Replicate()])
+"""
+    assert _codes(bug, registry) == [(5, "SPMD401")]
+    assert _codes(bug.replace("[Replicate()]", "[Partial()]"), registry) == []
+    sharded = """
+def f(mesh):
+    w = distribute_tensor(torch.randn(8, 4), mesh, [Shard(0)]).to_local()
+    return DTensor.from_local(w, mesh, [Shard(1)])
+"""
+    assert _codes(sharded, registry) == [(4, "SPMD401")]
+    assert _codes(sharded.replace("[Shard(1)]", "[Shard(0)]"), registry) == []
+
+
+def test_ops_on_dtensors_are_never_reported(registry):
+    # a Partial into a non-linear op and added to a Replicate: DTensor all-reduces it first
+    body = """
+def f(x, mesh):
+    a = distribute_tensor(torch.randn(4, 8), mesh, [Shard(1)])
+    b = distribute_tensor(torch.randn(8, 4), mesh, [Shard(0)])
+    p = a @ b
+    r = distribute_tensor(torch.randn(4, 4), mesh, [Replicate()])
+    return torch.softmax(p, dim=-1) + (p + r)
+"""
+    assert _codes(body, registry) == []
+
+
+def test_a_from_local_to_local_pair_around_a_helper_keeps_the_verdict(registry):
+    helper = """
+def helper(h, w):
+    return h @ w
+
+def f(x, mesh):
+    w = distribute_tensor(torch.randn(4, 8), mesh, [Shard(1)]).to_local()
+    h = DTensor.from_local(x, mesh, [Replicate()]).to_local()
+    return helper({arg}, w)
+"""
+    plain = _codes(helper.format(arg="h"), registry)
+    wrapped = _codes(helper.format(arg="DTensor.from_local(h, mesh, [Replicate()]).to_local()"), registry)
+    assert plain == wrapped == [(3, "SPMD102")]
+
+
+def test_mixing_a_dtensor_and_a_local_tensor_and_redistributing_to_partial_are_reported(registry):
+    body = """
+def f(mesh):
+    w = distribute_tensor(torch.randn(4, 4), mesh, [Replicate()])
+    y = w + torch.zeros(4, 4)
+    return w.redistribute(mesh, [Partial()])
+"""
+    assert _codes(body, registry) == [(4, "SPMD112"), (5, "SPMD407")]
+
+
+def test_a_dtensor_of_unknown_placements_is_silent(registry):
+    body = """
+def f(x, mesh, placements):
+    w = distribute_tensor(torch.randn(4, 8), mesh, placements).to_local()
+    h = DTensor.from_local(x, mesh, placements)
+    return h.to_local() @ w
+"""
+    assert _codes(body, registry) == []
