@@ -152,3 +152,16 @@ def f(x, mesh, placements):
     return h.to_local() @ w
 """
     assert _codes(body, registry) == []
+
+
+def test_the_local_map_decorator_types_the_body_by_in_placements_and_in_grad_placements(registry):
+    body = """
+from torch.distributed.tensor.experimental import local_map
+
+
+@local_map(out_placements=[Partial()], in_placements=((Replicate(),), (Shard(1),)){grads})
+def experts(x, w):
+    return x @ w
+"""
+    assert _codes(body.format(grads=""), registry) == [(7, "SPMD102")]
+    assert _codes(body.format(grads=", in_grad_placements=((Partial(),), (Shard(1),))"), registry) == []
