@@ -11,7 +11,7 @@ form (`self.layer_0`, `(self.a, self.b)`) is:
   `layer_{}` and `getattr(obj, f"layer_{i}")` reads it (or the one attribute all the names it may match
   hold);
 * `range(n)` with `n` known is the sequence of its numbers, and a `for` loop over a short sequence of known
-  items runs its body once per item (`unrolled_items`), so the loops that name layers by number name each
+  items runs its body once per item (interp/unrolling.py), so the loops that name layers by number name each
   one;
 * the views of a module's children are sequences of the objects its attributes hold, in the order they
   were set (as `nn.Module` registers them).
@@ -46,7 +46,6 @@ from spmdcheck.analysis.values import (
 from spmdcheck.diagnostics.violations.contracts import AssertTypeMismatch
 from spmdcheck.lattice import GradState, SpmdType
 
-MAX_UNROLLED = 8  # a loop over more known items than this runs to its fixed point as before
 MAX_RANGE = 64  # `range(n)` with a larger known `n` stays unknown (a loop over it is not unrolled anyway)
 WILDCARD = "{}"  # an unknown part of a NamePattern (never part of an identifier)
 
@@ -291,50 +290,3 @@ def call_module_method(interp: Engine, method: BoundMethod, args: list[Arg]) -> 
     if name == "named_parameters":
         return Seq(tuple(Seq((Literal(n), p)) for n, p in _parameters(obj)))
     return UNKNOWN
-
-
-# ----------------------------------------------------------------------------- unrolled loops
-def unrolled_items(iterable: Value, node: cst.For) -> tuple[Value, ...] | None:
-    """The items a `for` loop runs its body on one by one: a short sequence of known items (the numbers of
-    `range(2)`, the layers of `(self.a, self.b)`), when the body neither leaves the loop early
-    (`break`, `continue`, `return`; a `yield` does not: a generator yields once per item) nor has an `else`.
-    None: the loop runs to its fixed point."""
-    if not isinstance(iterable, Seq) or not 0 < len(iterable.items) <= MAX_UNROLLED or node.orelse is not None:
-        return None
-    if any(item is UNKNOWN for item in iterable.items) or _leaves_early(node.body):
-        return None
-    return iterable.items
-
-
-class _EarlyExit(cst.CSTVisitor):
-    found = False
-
-    def visit_Break(self, node: cst.Break) -> None:
-        self.found = True
-
-    def visit_Continue(self, node: cst.Continue) -> None:
-        self.found = True
-
-    def visit_Return(self, node: cst.Return) -> None:
-        self.found = True
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        return False  # a nested function's returns are its own
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-        return False
-
-
-_EARLY: dict[int, tuple[cst.CSTNode, bool]] = {}
-
-
-def _leaves_early(body: cst.BaseSuite) -> bool:
-    cached = _EARLY.get(id(body))
-    if cached is not None and cached[0] is body:
-        return cached[1]
-    visitor = _EarlyExit()
-    body.visit(visitor)
-    if len(_EARLY) > 4096:
-        _EARLY.clear()
-    _EARLY[id(body)] = (body, visitor.found)
-    return visitor.found

@@ -27,6 +27,7 @@ from __future__ import annotations
 import libcst as cst
 
 from spmdcheck.analysis.frames import Scope
+from spmdcheck.analysis.interp.loopreads import layout_free_fields
 from spmdcheck.analysis.values import UNKNOWN, GroupValue, Literal, Unknown
 
 CONTIGUOUS, STRIDED = "contiguous", "strided"
@@ -76,7 +77,7 @@ def _declares_global(fn: cst.FunctionDef) -> bool:
     )
 
 
-class _FunctionScan(cst.CSTVisitor):
+class _FunctionScan:
     """The assignments of one function, in order: rank lists, groups made from them, globals set to groups."""
 
     def __init__(self, fn: cst.FunctionDef) -> None:
@@ -84,13 +85,33 @@ class _FunctionScan(cst.CSTVisitor):
         self.ranks: dict[str, str | None] = {}  # local name -> the grid of the ranks it holds
         self.groups: dict[str, str | None] = {}  # local name -> the grid of the group it holds
         self.assigned: list[tuple[str, str | None]] = []
-        fn.body.visit(self)
+        self._walk(fn.body)
+
+    def _walk(self, body: cst.BaseSuite) -> None:
+        """Every node of the body in source order (a libcst node's fields are in source order), not into
+        nested functions (their names are their own): a walk of the fields, not libcst's visitor, which
+        rebuilds every node it passes."""
+        todo: list = [body]
+        while todo:
+            node = todo.pop()
+            kind = type(node)
+            if kind is cst.FunctionDef:
+                continue
+            if kind is cst.Global:
+                self.visit_Global(node)
+            elif kind is cst.Assign:
+                self.visit_Assign(node)
+            children: list = []
+            for name in layout_free_fields(kind):
+                value = getattr(node, name)
+                if type(value) is list or type(value) is tuple:
+                    children.extend(value)
+                elif isinstance(value, cst.CSTNode):
+                    children.append(value)
+            todo.extend(reversed(children))
 
     def globals_assigned(self) -> list[tuple[str, str | None]]:
         return [(name, grid) for name, grid in self.assigned if name in self.global_names]
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        return False  # a nested function's names are its own
 
     def visit_Global(self, node: cst.Global) -> None:
         self.global_names.update(item.name.value for item in node.names)

@@ -94,9 +94,9 @@ class BranchRunner:
         constants, in this run of the function (an object's attribute: on that object). None: any other
         test (a call may answer differently each time)."""
         truth = True
-        while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        while type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:  # exact types: no ABC check
             test, truth = test.expression, not truth
-        if isinstance(test, cst.Name):
+        if type(test) is cst.Name:
             return ("name", self.frame.serial, test.value), truth
         path = attr_path(test)
         if path is not None:
@@ -105,7 +105,7 @@ class BranchRunner:
             if isinstance(owner, InstanceValue):
                 return ("attr", owner.made, rest), truth
             return ("attr", self.frame.serial, path), truth
-        if isinstance(test, cst.Comparison):
+        if type(test) is cst.Comparison:
             parts = [_stable_key(test.left)]
             for c in test.comparisons:
                 parts += [type(c.operator).__name__, _stable_key(c.comparator)]
@@ -307,6 +307,7 @@ def _plain(value: Value) -> bool:
 
 def _stable_key(node: cst.BaseExpression) -> str | None:
     """A name, an attribute chain or a constant (reading it twice gives the same value), spelled; else None."""
-    if isinstance(node, (cst.Integer, cst.Float, cst.SimpleString)):
-        return f"{type(node).__name__}:{node.value}"
+    kind = type(node)
+    if kind is cst.Integer or kind is cst.Float or kind is cst.SimpleString:
+        return f"{kind.__name__}:{node.value}"  # type: ignore[attr-defined]
     return attr_path(node)

@@ -237,6 +237,14 @@ def _read(node: cst.CSTNode | None, defined: set[str], exposed: set[str]) -> Non
                 todo.extend(value)
 
 
+def layout_free_fields(kind: type) -> tuple[str, ...]:
+    """The fields of a libcst node class that may hold names (not punctuation nor whitespace), memoised."""
+    fields = _fields_of.get(kind)
+    if fields is None:
+        fields = _fields_of[kind] = _node_fields(kind)
+    return fields
+
+
 def _node_fields(kind: type) -> tuple[str, ...]:
     if not dataclasses.is_dataclass(kind):
         return ()

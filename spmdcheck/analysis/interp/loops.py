@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import libcst as cst
 
-from spmdcheck.analysis import attributes, containers, rankflow
+from spmdcheck.analysis import rankflow
 from spmdcheck.analysis.context import FileContext
 from spmdcheck.analysis.frames import Frame
 from spmdcheck.analysis.interp.branches import joined
 from spmdcheck.analysis.interp.loopreads import exposed_reads
 from spmdcheck.analysis.interp.syntax import block_body, names_written
+from spmdcheck.analysis.interp.unrolling import run_unrolled
 from spmdcheck.analysis.values import (
     UNKNOWN,
     Alternatives,
@@ -40,14 +41,8 @@ class LoopRunner:
     def exec_loop(self, node: cst.For | cst.While) -> None:
         if isinstance(node, cst.For):
             iterable = rankflow.iterated(self, self.eval(node.iter), node.iter)
-            if containers.unroll(self, node, iterable):  # type: ignore[arg-type]
-                return  # a few known items: one pass each, in order
-            # in a call with known arguments, `for i in range(2)`, `for m in (self.a, self.b)` run each item in
-            # turn (a function checked on its own keeps the fixed point: there a constant may change, as for `if`)
-            items = attributes.unrolled_items(iterable, node) if self.inline_stack else None
-            if items is not None:
-                self._exec_unrolled(node, items)
-                return
+            if run_unrolled(self, node, iterable):  # type: ignore[arg-type]
+                return  # a few known items: one pass each, in order (unrolling.py)
             item = rankflow.item_of(iterable)
             bound = iterable
         else:
@@ -66,13 +61,6 @@ class LoopRunner:
             written = names_written(block_body(node))
             names = [n for n in sorted(written) if is_tensor(self.frame.env.get(n, entry.get(n, UNKNOWN)))]
             self.rank_specific = (node, names)
-
-    def _exec_unrolled(self, node: cst.For, items: tuple[Value, ...]) -> None:
-        for item in items:
-            self.assign(node.target, item, None)
-            self.exec_block(block_body(node))
-            if self.frame.ended():  # a `raise` on every path: the later items are not reached
-                break
 
     def _exec_loop(self, node: cst.For | cst.While, item: Value) -> None:
         ref = self.ctx.site(node)
