@@ -243,3 +243,45 @@ def test_parameters_handed_to_what_the_walk_does_not_follow_are_silent(setup, re
     )
     assert _check(body, registry=registry) == []
     assert _codes(_check(body.replace(f"    {setup}\n", ""), registry=registry)) == [(11, "SPMD601")]
+
+
+# --------------------------------------------------------------------------- idioms (issue 20) in the walk
+# Each idiom form gives the finding its direct form gives: the walk follows it with the same precision.
+FORWARD_CALL = "def forward_call(fn, /, *args, **kwargs):\n    return fn(*args, **kwargs)\n\n\n"
+
+
+def _same_as_direct(direct: str, idiom: str, registry, prelude: str = "", **step) -> list:
+    """The codes of `idiom`'s step; asserted equal to (and as many as) its direct form's, which has some."""
+    expected = [code for _, code in _codes(_check(prelude + _step(direct, **step), registry=registry))]
+    assert expected, "the direct form has a finding"
+    got = [code for _, code in _codes(_check(prelude + _step(idiom, **step), registry=registry))]
+    assert got == expected
+    return got
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        'dist.all_reduce(**{"tensor": p.grad})',
+        "dist.all_reduce(p.grad, **dict(op=dist.ReduceOp.SUM))",
+        'kw = {"op": dist.ReduceOp.SUM}\n    dist.all_reduce(p.grad, **kw)',
+        "dist.all_reduce(*[p.grad])",
+        "forward_call(dist.all_reduce, p.grad, op=dist.ReduceOp.SUM)",
+    ],
+    ids=["dict-literal", "dict-call", "local-dict", "star-list", "forwarding-function"],
+)
+def test_keywords_splatted_from_a_dict_reach_the_reduction(call, registry):
+    ddp = "DistributedDataParallel(nn.Linear(8, 4))"
+    direct, idiom = (f"for p in model.parameters():\n    {c}" for c in ("dist.all_reduce(p.grad)", call))
+    assert _same_as_direct(direct, idiom, registry, FORWARD_CALL, model=ddp) == ["SPMD602"]
+
+
+def test_a_one_tensor_bucket_is_reduced_once(registry):
+    """`_flatten_dense_tensors([g])` is a view of `g`: reduced in place, then copied back onto itself (no
+    second reduction: a model the walk only partly knows can leave one gradient in a bucket)."""
+    bucket = BUCKET.format(copy="grad.copy_(synced)").replace(
+        "grads = [p.grad for p in model.parameters()]", "grads = [model.weight.grad]"
+    )
+    body = "from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors\n\n\n" + _step(bucket)
+    diags = _check(body, registry=registry)
+    assert [d.code for d in diags] == ["SPMD601"] and "`bias`" in diags[0].message

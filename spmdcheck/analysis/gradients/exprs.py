@@ -463,16 +463,33 @@ def evaluate_call(walker: Walker, node: cst.Call) -> Any:
     args: list[tuple[Any, cst.BaseExpression]] = []
     kwargs: dict[str, tuple[Any, cst.BaseExpression]] = {}
     for arg in node.args:
-        if arg.star:
-            value = evaluate(walker, arg.value)
-            sync.forget_value(walker, value)
-            return OPAQUE
         value = evaluate(walker, arg.value)
+        if arg.star:
+            if not spread(value, arg.star, arg.value, args, kwargs):
+                for passed, _ in [*args, *kwargs.values(), (value, arg.value)]:
+                    sync.forget_value(walker, passed)
+                return OPAQUE
+            continue
         if arg.keyword is not None:
             kwargs[arg.keyword.value] = (value, arg.value)
         else:
             args.append((value, arg.value))
     return call(walker, func, args, kwargs, node)
+
+
+def spread(value: Any, star: str, expr: cst.BaseExpression, args: list, kwargs: dict) -> bool:
+    """`*xs` / `**kw` of a call: the elements of a tuple or list the walk follows as positional arguments, the
+    entries of a dict with string keys as keywords. False: not known (the call is not followed)."""
+    if star == "*":
+        items = value if isinstance(value, tuple) else as_items(value)
+        if items is None or (isinstance(value, ItemList) and value.repeated):
+            return False
+        args.extend((item, expr) for item in items)
+        return True
+    if type(value) is not dict or not all(isinstance(key, str) and key not in kwargs for key in value):
+        return False
+    kwargs.update((key, (item, expr)) for key, item in value.items())
+    return True
 
 
 def call(walker: Walker, func: Any, args: list, kwargs: dict, node: cst.Call) -> Any:
@@ -526,16 +543,21 @@ def bind(walker: Walker, func: FunctionValue, receiver: Any, args: list, kwargs:
     env: dict[str, Any] = {}
     for param, value in zip(positional, values):
         env[param.name.value] = value
+    # a positional-only parameter is never given by keyword
+    named = {p.name.value for p in [*params.params, *params.kwonly_params]}
     for param in [*positional, *params.kwonly_params]:
         name = param.name.value
-        if name in kwargs:
+        if name in kwargs and name in named:
             env[name] = kwargs[name][0]
         elif name not in env:
             env[name] = _default(walker, func, param)
+    extra = {name: value for name, (value, _) in kwargs.items() if name not in named}
+    if extra and params.star_kwarg is None:
+        return None  # a keyword the function does not take: Python raises
     if isinstance(params.star_arg, cst.Param):
-        env[params.star_arg.name.value] = OPAQUE
+        env[params.star_arg.name.value] = tuple(values[len(positional) :])
     if params.star_kwarg is not None:
-        env[params.star_kwarg.name.value] = OPAQUE
+        env[params.star_kwarg.name.value] = extra
     if func.owner is not None and receiver is not None:
         env["__class__"] = func.owner
     return env

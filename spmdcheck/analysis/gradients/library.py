@@ -311,9 +311,33 @@ def call_builtin(walker: Walker, name: str, args: list, kwargs: dict, node: cst.
         return OPAQUE
     if name == "print":
         return None
+    if name == "dict":
+        made = _dict_of(values, kwargs)
+        if made is not None:
+            return made
     for value in values:
         sync.forget_value(walker, value) if not isinstance(value, (Data, str, int, float)) else None
     return OPAQUE
+
+
+def _dict_of(values: list, kwargs: dict) -> dict | None:
+    """`dict(k=v)`, `dict(mapping)`, `dict(pairs)` (`dict(zip(keys, values))`) with constant keys; None: not
+    known."""
+    out: dict[Any, Any] = {}
+    if len(values) > 1:
+        return None
+    if values and type(values[0]) is dict:
+        out.update(values[0])
+    elif values:
+        pairs = _items(values[0])
+        if pairs is None or isinstance(values[0], dict):
+            return None
+        for pair in pairs:
+            if not isinstance(pair, tuple) or len(pair) != 2 or not isinstance(pair[0], (str, int, bool, type(None))):
+                return None
+            out[pair[0]] = pair[1]
+    out.update((key, value) for key, (value, _) in kwargs.items())
+    return out
 
 
 def _super(cls: ClassValue, receiver: Any) -> Any:
@@ -378,7 +402,7 @@ def call_method(walker: Walker, receiver: Any, name: str, args: list, kwargs: di
         if name == "div_" and values and isinstance(values[0], WorldSize):
             sync.divide_value(walker, receiver, values[0].axis, node)
         elif name.endswith("_"):
-            receiver.ops.append(("forget",))
+            sync.forget_value(walker, receiver)
         return receiver if name.endswith("_") else OPAQUE
     if isinstance(receiver, ItemList):
         if name == "append" and values:
