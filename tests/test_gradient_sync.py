@@ -285,3 +285,46 @@ def test_a_one_tensor_bucket_is_reduced_once(registry):
     body = "from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors\n\n\n" + _step(bucket)
     diags = _check(body, registry=registry)
     assert [d.code for d in diags] == ["SPMD601"] and "`bias`" in diags[0].message
+
+
+REGISTRY = """\
+from dataclasses import dataclass
+from types import SimpleNamespace
+
+SYNCS = {}
+
+
+def register(name):
+    def add(fn):
+        SYNCS[name] = fn
+        return fn
+    return add
+
+
+@register("reduce")
+def reduce_grads(model):
+    for p in model.parameters():
+        dist.all_reduce(p.grad)
+
+
+@dataclass
+class SyncConfig:
+    sync: str = "reduce"
+
+
+LITERAL = {"reduce": reduce_grads}
+NAMESPACE = SimpleNamespace(sync="reduce")
+CONFIG = SyncConfig()
+
+
+"""
+
+
+@pytest.mark.parametrize(
+    "call", ['SYNCS["reduce"](model)', "SYNCS[NAMESPACE.sync](model)", 'LITERAL["reduce"](model)',
+             "LITERAL[CONFIG.sync](model)"],
+    ids=["decorator-filled", "namespace-key", "dict-literal", "dataclass-key"],
+)
+def test_a_sync_function_called_through_a_registry_is_walked(call, registry):
+    ddp = "DistributedDataParallel(nn.Linear(8, 4))"
+    assert _same_as_direct("reduce_grads(model)", call, registry, REGISTRY, model=ddp) == ["SPMD602"]

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 
+from spmdcheck.analysis import containers
 from spmdcheck.analysis.gradients import accumulation, library, norms, sync
 from spmdcheck.analysis.gradients.state import (
     OPAQUE,
@@ -30,11 +31,14 @@ from spmdcheck.analysis.gradients.state import (
     Synced,
     WorldSize,
 )
-from spmdcheck.analysis.gradients.walker import as_items
+from spmdcheck.analysis.gradients.walker import MAX_ITEMS, as_items
+from spmdcheck.analysis.objects import NAMESPACE_CLASS, dataclass_fields
 from spmdcheck.analysis.values import (
     ClassValue,
+    DictValue,
     FunctionValue,
     GroupValue,
+    InstanceValue,
     LazyImport,
     Literal,
     ModuleRef,
@@ -78,7 +82,30 @@ def from_engine(walker: Walker, value: Any) -> Any:
         return Group(value.axis)
     if isinstance(value, Literal) and isinstance(value.value, _CONSTANTS):
         return value.value
+    if isinstance(value, DictValue):  # a registry the program filled (`BUILDERS["gpt"]`), a dict of constants
+        return _engine_dict(walker, value)
+    if isinstance(value, InstanceValue) and _is_record(value):
+        return value  # a config object (dataclass, SimpleNamespace): its fields read by `attribute`
     return OPAQUE
+
+
+def _engine_dict(walker: Walker, value: DictValue) -> Any:
+    """A dict of the engine's values with constant keys, as the walk sees it (OPAQUE: a key is not constant)."""
+    items = containers.entries(walker.engine, value)  # its literal's entries, and those registered since
+    if len(items) > MAX_ITEMS:
+        return OPAQUE
+    out: dict[Any, Any] = {}
+    for key, item, _ in items:
+        if not isinstance(key, Literal) or not isinstance(key.value, _CONSTANTS):
+            return OPAQUE
+        out[key.value] = from_engine(walker, item)
+    return out
+
+
+def _is_record(obj: InstanceValue) -> bool:
+    """An object of a dataclass or a SimpleNamespace: its fields are what was given (no module, no methods
+    the walk would have to run to read them)."""
+    return obj.cls is NAMESPACE_CLASS or dataclass_fields(obj.cls) is not None
 
 
 def _module_or_name(walker: Walker, qualname: str) -> Any:
@@ -189,6 +216,8 @@ def attribute(walker: Walker, value: Any, name: str) -> Any:
         return _module_or_name(walker, f"{value.name}.{name}")
     if isinstance(value, SuperRef):
         return _super_attribute(value, name)
+    if isinstance(value, InstanceValue):  # a config object of the engine (from_engine)
+        return from_engine(walker, value.attrs[name]) if name in value.attrs else OPAQUE
     if isinstance(value, (Data, ItemList, Bucket, Synced, dict, str, norms.SquaredNorm)) or value is OPAQUE:
         return Bound(value, name)
     return OPAQUE
