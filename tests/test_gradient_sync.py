@@ -328,3 +328,23 @@ CONFIG = SyncConfig()
 def test_a_sync_function_called_through_a_registry_is_walked(call, registry):
     ddp = "DistributedDataParallel(nn.Linear(8, 4))"
     assert _same_as_direct("reduce_grads(model)", call, registry, REGISTRY, model=ddp) == ["SPMD602"]
+
+
+PARTIALS = "import functools\n\nREDUCE = functools.partial(dist.all_reduce, op=dist.ReduceOp.SUM)\n\n\n"
+
+
+@pytest.mark.parametrize(
+    "call", ["functools.partial(dist.all_reduce, op=dist.ReduceOp.SUM)(p.grad)", "REDUCE(p.grad)"],
+    ids=["inline", "module-level"],
+)
+def test_a_reduction_bound_by_functools_partial_is_followed(call, registry):
+    ddp = "DistributedDataParallel(nn.Linear(8, 4))"
+    direct, idiom = (f"for p in model.parameters():\n    {c}" for c in ("dist.all_reduce(p.grad)", call))
+    assert _same_as_direct(direct, idiom, registry, PARTIALS, model=ddp) == ["SPMD602"]
+
+
+def test_an_optimizer_made_through_functools_partial_steps_its_parameters(registry):
+    body = PARTIALS + _step("").replace(
+        "torch.optim.SGD(model.parameters(), lr=0.1)", "functools.partial(torch.optim.SGD, lr=0.1)(model.parameters())"
+    )
+    assert [d.code for d in _check(body, registry=registry)] == ["SPMD601"]

@@ -24,6 +24,7 @@ from spmdcheck.analysis.gradients.state import (
     ModuleObj,
     Optimizer,
     Param,
+    Partial,
     Qual,
     Rank,
     RepeatedDict,
@@ -32,7 +33,7 @@ from spmdcheck.analysis.gradients.state import (
     WorldSize,
 )
 from spmdcheck.analysis.gradients.walker import MAX_ITEMS, as_items
-from spmdcheck.analysis.objects import NAMESPACE_CLASS, dataclass_fields
+from spmdcheck.analysis.objects import NAMESPACE_CLASS, PartialValue, dataclass_fields
 from spmdcheck.analysis.values import (
     ClassValue,
     DictValue,
@@ -84,6 +85,8 @@ def from_engine(walker: Walker, value: Any) -> Any:
         return value.value
     if isinstance(value, DictValue):  # a registry the program filled (`BUILDERS["gpt"]`), a dict of constants
         return _engine_dict(walker, value)
+    if isinstance(value, PartialValue):  # `bound = partial(f, k=v)` at a module's top level
+        return _engine_partial(walker, value)
     if isinstance(value, InstanceValue) and _is_record(value):
         return value  # a config object (dataclass, SimpleNamespace): its fields read by `attribute`
     return OPAQUE
@@ -100,6 +103,19 @@ def _engine_dict(walker: Walker, value: DictValue) -> Any:
             return OPAQUE
         out[key.value] = from_engine(walker, item)
     return out
+
+
+def _engine_partial(walker: Walker, value: PartialValue) -> Any:
+    args: list[tuple[Any, Any]] = []
+    kwargs: dict[str, tuple[Any, Any]] = {}
+    for keyword, item, expr in value.args:
+        if keyword is None:
+            args.append((from_engine(walker, item), expr))
+        elif keyword in ("*", "**"):
+            return OPAQUE
+        else:
+            kwargs[keyword] = (from_engine(walker, item), expr)
+    return Partial(from_engine(walker, value.func), args, kwargs)
 
 
 def _is_record(obj: InstanceValue) -> bool:
@@ -536,6 +552,8 @@ def call(walker: Walker, func: Any, args: list, kwargs: dict, node: cst.Call) ->
         return library.call_library(walker, func.name, args, kwargs, node)
     if isinstance(func, ModuleObj):
         return library.merge_data([v for v, _ in args] + [Data(models=(func,))])
+    if isinstance(func, Partial):  # the bound arguments first, this call's keywords over the bound ones
+        return call(walker, func.func, [*func.args, *args], {**func.kwargs, **kwargs}, node)
     for value, _ in [*args, *kwargs.values()]:
         sync.forget_value(walker, value)
     return OPAQUE

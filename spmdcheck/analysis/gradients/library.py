@@ -20,6 +20,7 @@ from spmdcheck.analysis.gradients.state import (
     ModuleObj,
     Optimizer,
     Param,
+    Partial,
     Qual,
     Rank,
     SuperRef,
@@ -148,6 +149,8 @@ def call_library(walker: Walker, name: str, args: list, kwargs: dict, node: cst.
         handled = _distributed(walker, last, args, kwargs, node, name)
         if handled is not NotImplemented:
             return handled
+    if name == "functools.partial" and args:
+        return Partial(args[0][0], args[1:], dict(kwargs))
     if last == "Parameter":
         return _new_param(walker)
     if name.startswith("torch.") and last in norms.ZERO_FACTORIES and not any(isinstance(v, Data) for v, _ in args):

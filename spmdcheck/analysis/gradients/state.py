@@ -230,6 +230,16 @@ class MethodRef:
     receiver: Any
 
 
+@dataclass(eq=False)
+class Partial:
+    """`functools.partial(func, *args, **kwargs)`: `func` called with these arguments first (each a pair of
+    the value and the expression that gave it, as a call's arguments are)."""
+
+    func: Any
+    args: list[tuple[Any, Any]]
+    kwargs: dict[str, tuple[Any, Any]]
+
+
 @dataclass(frozen=True)
 class SuperRef:
     cls: Any

@@ -18,6 +18,7 @@ from spmdcheck.analysis.gradients.state import (
     ModuleObj,
     Optimizer,
     Param,
+    Partial,
     Synced,
 )
 from spmdcheck.diagnostics.violations.gradients import (
@@ -249,6 +250,9 @@ def forget_value(walker: Walker, value: Any) -> None:
             forget_value(walker, item)
     elif isinstance(value, dict):
         for item in value.values():
+            forget_value(walker, item)
+    elif isinstance(value, Partial):
+        for item, _ in [(value.func, None), *value.args, *value.kwargs.values()]:
             forget_value(walker, item)
     elif isinstance(value, Bucket):
         view = bucket_view(value)
