@@ -348,3 +348,57 @@ def test_an_optimizer_made_through_functools_partial_steps_its_parameters(regist
         "torch.optim.SGD(model.parameters(), lr=0.1)", "functools.partial(torch.optim.SGD, lr=0.1)(model.parameters())"
     )
     assert [d.code for d in _check(body, registry=registry)] == ["SPMD601"]
+
+
+GENERATORS = """\
+def each(items):
+    for item in items:
+        yield item
+
+
+def every(items):
+    yield from items
+
+
+"""
+
+
+@pytest.mark.parametrize("loop", ["each(model.parameters())", "every(model.parameters())"], ids=["yield", "yield-from"])
+def test_a_loop_over_a_generator_walks_each_element(loop, registry):
+    ddp = "DistributedDataParallel(nn.Linear(8, 4))"
+    direct, idiom = (f"for p in {it}:\n    dist.all_reduce(p.grad)" for it in ("model.parameters()", loop))
+    assert _same_as_direct(direct, idiom, registry, GENERATORS, model=ddp) == ["SPMD602"]
+    averaged = f"for p in {loop}:\n    p.grad.div_(dist.get_world_size())\n    dist.all_reduce(p.grad)"
+    assert _check(GENERATORS + _step(averaged), registry=registry) == []
+
+
+@pytest.mark.parametrize(
+    "value", ['dict(params=model.parameters())["params"]', 'dict(zip(["params"], [model.parameters()]))["params"]',
+              '{"params": model.parameters()}.get("params")'],
+    ids=["dict-call", "dict-zip", "dict-get"],
+)
+def test_a_value_read_back_from_a_dict_is_followed(value, registry):
+    direct, idiom = (f"for p in {v}:\n    dist.all_reduce(p.grad)" for v in ("model.parameters()", value))
+    ddp = "DistributedDataParallel(nn.Linear(8, 4))"
+    assert _same_as_direct(direct, idiom, registry, model=ddp) == ["SPMD602"]
+
+
+DYNAMIC = """\
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        {store}
+
+    def forward(self, x):
+        return x @ {load}
+
+
+"""
+
+
+def test_parameters_set_and_read_through_setattr_and_getattr_are_the_models(registry):
+    direct = DYNAMIC.format(store="self.w = nn.Parameter(torch.ones(8, 4))", load="self.w")
+    idiom = DYNAMIC.format(store='setattr(self, "w", nn.Parameter(torch.ones(8, 4)))', load='getattr(self, "w")')
+    expected = _codes(_check(direct + _step("", model="Net()"), registry=registry))
+    assert [code for _, code in expected] == ["SPMD601"]
+    assert _codes(_check(idiom + _step("", model="Net()"), registry=registry)) == expected

@@ -31,8 +31,9 @@ from spmdcheck.analysis.gradients.state import (
     SuperRef,
     Synced,
     WorldSize,
+    spoiled,
 )
-from spmdcheck.analysis.gradients.walker import MAX_ITEMS, as_items
+from spmdcheck.analysis.gradients.walker import MAX_ITEMS, Yields, as_items
 from spmdcheck.analysis.objects import NAMESPACE_CLASS, PartialValue, dataclass_fields
 from spmdcheck.analysis.values import (
     ClassValue,
@@ -185,6 +186,8 @@ def evaluate(walker: Walker, expr: cst.BaseExpression) -> Any:
             condition = norms.rank_condition(walker, expr, evaluate, test)
             return condition if isinstance(condition, norms.RankTest) else OPAQUE
         return truth
+    if isinstance(expr, cst.Yield):
+        return _yield(walker, expr)
     if isinstance(expr, cst.IfExp):
         truth = test(walker, expr.test)
         if truth is None:
@@ -323,7 +326,7 @@ def truthy(value: Any) -> bool | None:
         return bool(value)
     if isinstance(value, (Param, ModuleObj, GradRef, Optimizer, Bucket)):
         return True
-    if isinstance(value, ItemList):
+    if isinstance(value, ItemList) and not value.spoiled:
         return bool(value.items)
     return None
 
@@ -434,7 +437,7 @@ def iterate(walker: Walker, value: Any) -> list[Any] | None:
     if isinstance(value, tuple):
         return list(value)
     if isinstance(value, dict):
-        return list(value)
+        return None if spoiled(value) else list(value)
     chunks = library.chunk_items(value)
     if chunks is not None:
         return chunks
@@ -457,7 +460,7 @@ def assign(walker: Walker, target: cst.BaseExpression, value: Any) -> None:
 def _unpack(value: Any, n: int) -> list[Any]:
     if isinstance(value, tuple) and len(value) == n:
         return list(value)
-    if isinstance(value, ItemList) and len(value.items) == n:
+    if isinstance(value, ItemList) and len(value.items) == n and not value.spoiled:
         return list(value.items)
     if isinstance(value, Data):
         return [value] * n
@@ -545,6 +548,13 @@ def call(walker: Walker, func: Any, args: list, kwargs: dict, node: cst.Call) ->
     if isinstance(func, ClassValue):
         return library.instantiate(walker, func, args, kwargs, node)
     if isinstance(func, Builtin):
+        values = [v for v, _ in args]
+        if func.name in ("getattr", "setattr") and len(values) >= 2 and isinstance(values[0], ModuleObj):
+            if isinstance(values[1], str) and func.name == "setattr" and len(values) == 3 and not kwargs:
+                set_attribute(walker, values[0], values[1], values[2])  # as `self.x = v`
+                return None
+            if isinstance(values[1], str) and func.name == "getattr" and len(values) == 2 and not kwargs:
+                return attribute(walker, values[0], values[1])  # as `self.x`
         return library.call_builtin(walker, func.name, args, kwargs, node)
     if isinstance(func, Bound):
         return library.call_method(walker, func.receiver, func.name, args, kwargs, node)
@@ -560,7 +570,7 @@ def call(walker: Walker, func: Any, args: list, kwargs: dict, node: cst.Call) ->
 
 
 def call_function(walker: Walker, func: FunctionValue, receiver: Any, args: list, kwargs: dict) -> Any:
-    """A function of the program: walked with its arguments (a generator yields its list argument whole)."""
+    """A function of the program: walked with its arguments (a generator run to its end: `run_generator`)."""
     fn = func.node
     if func.scope is None:
         return OPAQUE
@@ -568,15 +578,56 @@ def call_function(walker: Walker, func: FunctionValue, receiver: Any, args: list
         env = bind(walker, func, receiver, args, kwargs)
         if env is not None:
             return accumulation.GeneratorContext(fn, func.scope, env, receiver, func.owner, fn)
-    if _is_generator(fn):
-        lists = [v for v, _ in args if isinstance(v, ItemList)]
-        return ItemList([lists[0]]) if lists else OPAQUE
     env = bind(walker, func, receiver, args, kwargs)
     if env is None:
         for value, _ in [*args, *kwargs.values()]:
             sync.forget_value(walker, value)
         return OPAQUE
+    if _is_generator(fn):
+        return run_generator(walker, func, receiver, env, args)
     return walker.run_function(fn, func.scope, env, receiver, func.owner)
+
+
+def run_generator(walker: Walker, func: FunctionValue, receiver: Any, env: dict[str, Any], args: list) -> Any:
+    """A generator function of the program, run to its end when called: the list of what it yields (a loop
+    over it walks each element). When the walk cannot tell what or how many (buckets cut by a size it does
+    not know), its first list argument yielded whole: each element goes through the loop's body as it would
+    in any split. What its body does to a gradient after its first yield would interleave with the loop's
+    body: those gradients are forgotten."""
+    yields = Yields()
+    returned = walker.run_function(func.node, func.scope, env, receiver, func.owner, yields)
+    if yields.first is not None:
+        after = walker.state
+        for key in set(after.grads) | set(yields.first.grads):
+            if after.grads.get(key) != yields.first.grads.get(key):
+                after.forget(after.params[key[0]]) if key[0] in after.params else None
+    if yields.unknown or returned is OPAQUE or len(yields.items) > MAX_ITEMS:
+        lists = [v for v, _ in args if isinstance(v, ItemList) and not v.spoiled]
+        if lists:
+            return ItemList([lists[0]])
+        for value, _ in args:
+            sync.forget_value(walker, value)
+        return OPAQUE
+    return ItemList(yields.items)
+
+
+def _yield(walker: Walker, expr: cst.Yield) -> Any:
+    """`yield x` / `yield from xs` in a generator `run_generator` runs: what the loop over it gets (a list
+    as it is at the yield); the value of the expression (what a `for` sends) is None."""
+    out = walker.frame.yields  # type: ignore[union-attr]
+    if isinstance(expr.value, cst.From):
+        values = iterate(walker, evaluate(walker, expr.value.item))
+    else:
+        values = [None if expr.value is None else evaluate(walker, expr.value)]
+    if out is None:
+        return OPAQUE
+    if values is None:
+        out.unknown = True
+        return OPAQUE
+    if out.first is None:
+        out.first = walker.state.copy()
+    out.items.extend(ItemList(list(v.items), v.repeated) if isinstance(v, ItemList) else v for v in values)
+    return None
 
 
 def bind(walker: Walker, func: FunctionValue, receiver: Any, args: list, kwargs: dict) -> dict[str, Any] | None:

@@ -26,6 +26,8 @@ from spmdcheck.analysis.gradients.state import (
     SuperRef,
     Synced,
     WorldSize,
+    spoil,
+    spoiled,
 )
 from spmdcheck.analysis.values import ClassValue, FunctionValue, LazyImport, ModuleRef
 
@@ -363,6 +365,8 @@ def _items(value: Any) -> list[Any] | None:
     chunks = chunk_items(value)
     if chunks is not None:
         return chunks
+    if spoiled(value):
+        return None
     if isinstance(value, ItemList):
         return value.items
     if isinstance(value, tuple):
@@ -413,6 +417,8 @@ def call_method(walker: Walker, receiver: Any, name: str, args: list, kwargs: di
             norms.note_item(walker, values[0])
         elif name == "extend" and values and _items(values[0]) is not None:
             receiver.items.extend(_items(values[0]) or [])
+        elif name not in ("index", "count", "copy"):
+            spoil(receiver)  # insert, pop, sort, an extend of what the walk does not follow: not modelled
         return None
     if isinstance(receiver, Data) or receiver is OPAQUE:
         return _tensor_method(walker, receiver, name, args, kwargs, node)
@@ -422,12 +428,16 @@ def call_method(walker: Walker, receiver: Any, name: str, args: list, kwargs: di
         and all(isinstance(v, (str, tuple)) for v in values)
     ):
         return getattr(receiver, name)(*values)
+    if isinstance(receiver, dict) and spoiled(receiver):
+        return OPAQUE
     if isinstance(receiver, dict) and name in ("items", "values", "keys", "get"):
         if name == "get":
             return receiver.get(values[0], values[1] if len(values) > 1 else None) if values else OPAQUE
         return ItemList(list(getattr(receiver, name)()))
     for value in values:
         sync.forget_value(walker, value)
+    if isinstance(receiver, dict):
+        spoil(receiver)  # setdefault, update, pop, ...: not modelled
     return OPAQUE
 
 

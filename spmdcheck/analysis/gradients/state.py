@@ -82,6 +82,24 @@ class ItemList:
 
     items: list[Any]
     repeated: bool = False  # one element standing for every element of a list of unknown length
+    spoiled: bool = False  # changed by code the walk does not follow (`spoil`): its elements are not known
+
+
+def spoil(container: Any) -> None:
+    """A list or dict of the walk that code it does not follow may have changed: its elements become unknown
+    (a list then stands for no known element; a dict holds only the OPAQUE key, which no read matches)."""
+    if isinstance(container, ItemList):
+        container.items[:] = [OPAQUE]
+        container.spoiled = True
+    elif isinstance(container, dict) and not isinstance(container, RepeatedDict):
+        container.clear()
+        container[OPAQUE] = OPAQUE
+
+
+def spoiled(container: Any) -> bool:
+    return (isinstance(container, ItemList) and container.spoiled) or (
+        isinstance(container, dict) and OPAQUE in container
+    )
 
 
 class RepeatedDict(dict):

@@ -20,6 +20,7 @@ from spmdcheck.analysis.gradients.state import (
     Param,
     Partial,
     Synced,
+    spoil,
 )
 from spmdcheck.diagnostics.violations.gradients import (
     DoubleGradientReduction,
@@ -245,12 +246,14 @@ def forget_value(walker: Walker, value: Any) -> None:
     elif isinstance(value, ItemList):
         for item in value.items:
             forget_value(walker, item)
+        spoil(value)  # the code it reached may change it
     elif isinstance(value, tuple):
         for item in value:
             forget_value(walker, item)
     elif isinstance(value, dict):
         for item in value.values():
             forget_value(walker, item)
+        spoil(value)
     elif isinstance(value, Partial):
         for item, _ in [(value.func, None), *value.args, *value.kwargs.values()]:
             forget_value(walker, item)
