@@ -238,7 +238,9 @@ def test_accumulating_into_a_reduced_gradient_remembers_the_earlier_reduction():
     ids=["object-the-walk-does-not-build", "hook-on-each-parameter"],
 )
 def test_parameters_handed_to_what_the_walk_does_not_follow_are_silent(setup, registry):
-    body = "class Wrapper:\n    def __init__(self, model):\n        self.model = model\n\n\n" + _step("").replace(
+    # a library base (its `__init__` is not the program's): the walk does not build the object
+    wrapper = "class Wrapper(dist.Work):\n    def __init__(self, model):\n        self.model = model\n\n\n"
+    body = wrapper + _step("").replace(
         "    optimizer = torch", f"    {setup}\n    optimizer = torch"
     )
     assert _check(body, registry=registry) == []
@@ -402,3 +404,33 @@ def test_parameters_set_and_read_through_setattr_and_getattr_are_the_models(regi
     expected = _codes(_check(direct + _step("", model="Net()"), registry=registry))
     assert [code for _, code in expected] == ["SPMD601"]
     assert _codes(_check(idiom + _step("", model="Net()"), registry=registry)) == expected
+
+
+ITERABLE = """\
+class Params:
+    def __init__(self, model):
+        self.model = model
+
+    def __iter__(self):
+        for p in self.model.parameters():
+            yield p
+
+
+"""
+
+
+def test_a_loop_over_an_object_whose_iter_yields_walks_each_element(registry):
+    ddp = "DistributedDataParallel(nn.Linear(8, 4))"
+    direct, idiom = (f"for p in {it}:\n    dist.all_reduce(p.grad)" for it in ("model.parameters()", "Params(model)"))
+    assert _same_as_direct(direct, idiom, registry, ITERABLE, model=ddp) == ["SPMD602"]
+
+
+def test_a_dict_filled_by_a_method_the_walk_does_not_model_is_not_read_as_empty(registry):
+    """`groups.setdefault(p.dtype, []).append(p)`: the walk does not know the keys; the dict is not left empty
+    (the reductions in the loop over its values would be lost: a false SPMD601)."""
+    sync = (
+        "groups = {}\nfor p in model.parameters():\n    groups.setdefault(p.dtype, []).append(p)\n"
+        "for group in groups.values():\n    for p in group:\n        p.grad.div_(dist.get_world_size())\n"
+        "        dist.all_reduce(p.grad)"
+    )
+    assert _check(_step(sync), registry=registry) == []

@@ -11,6 +11,7 @@ import libcst as cst
 from spmdcheck.analysis import containers
 from spmdcheck.analysis.gradients import accumulation, library, norms, sync
 from spmdcheck.analysis.gradients.state import (
+    DTYPE,
     OPAQUE,
     Bound,
     Bucket,
@@ -19,6 +20,7 @@ from spmdcheck.analysis.gradients.state import (
     Data,
     GradRef,
     Group,
+    Instance,
     ItemList,
     MethodRef,
     ModuleObj,
@@ -209,6 +211,8 @@ def _dict(walker: Walker, expr: cst.Dict) -> Any:
 
 
 def attribute(walker: Walker, value: Any, name: str) -> Any:
+    if isinstance(value, (Param, GradRef)) and name == "dtype":
+        return DTYPE
     if isinstance(value, Param):
         if name in ("grad", "main_grad"):
             return GradRef(value)
@@ -235,11 +239,21 @@ def attribute(walker: Walker, value: Any, name: str) -> Any:
         return _module_or_name(walker, f"{value.name}.{name}")
     if isinstance(value, SuperRef):
         return _super_attribute(value, name)
+    if isinstance(value, Instance):
+        if name in value.attrs:
+            return value.attrs[name]
+        method = value.cls.lookup(name)
+        return MethodRef(method, value) if isinstance(method, FunctionValue) and not _decorated(method) else OPAQUE
     if isinstance(value, InstanceValue):  # a config object of the engine (from_engine)
         return from_engine(walker, value.attrs[name]) if name in value.attrs else OPAQUE
     if isinstance(value, (Data, ItemList, Bucket, Synced, dict, str, norms.SquaredNorm)) or value is OPAQUE:
         return Bound(value, name)
     return OPAQUE
+
+
+def _decorated(func: FunctionValue) -> bool:
+    """A method under a decorator (a property, a staticmethod): not a plain method bound to its object."""
+    return bool(func.node.decorators)
 
 
 def _module_attribute(walker: Walker, obj: ModuleObj, name: str) -> Any:
@@ -441,6 +455,11 @@ def iterate(walker: Walker, value: Any) -> list[Any] | None:
     chunks = library.chunk_items(value)
     if chunks is not None:
         return chunks
+    if isinstance(value, Instance):  # an object of the program with an `__iter__`
+        method = attribute(walker, value, "__iter__")
+        if isinstance(method, MethodRef):
+            return iterate(walker, call_function(walker, method.func, value, [], {}))
+        return None
     return as_items(value)
 
 
@@ -480,6 +499,8 @@ def set_attribute(walker: Walker, owner: Any, name: str, value: Any) -> None:
         else:
             owner.attrs[name] = value
             owner.children.pop(name, None)
+    elif isinstance(owner, Instance):
+        owner.attrs[name] = value
     elif isinstance(owner, GradRef) and name in ("data", "grad"):
         walker.state.forget(owner.param)
 
@@ -562,6 +583,8 @@ def call(walker: Walker, func: Any, args: list, kwargs: dict, node: cst.Call) ->
         return library.call_library(walker, func.name, args, kwargs, node)
     if isinstance(func, ModuleObj):
         return library.merge_data([v for v, _ in args] + [Data(models=(func,))])
+    if isinstance(func, Instance) and isinstance(attribute(walker, func, "__call__"), MethodRef):
+        return call_function(walker, func.cls.lookup("__call__"), func, args, kwargs)
     if isinstance(func, Partial):  # the bound arguments first, this call's keywords over the bound ones
         return call(walker, func.func, [*func.args, *args], {**func.kwargs, **kwargs}, node)
     for value, _ in [*args, *kwargs.values()]:
@@ -595,6 +618,7 @@ def run_generator(walker: Walker, func: FunctionValue, receiver: Any, env: dict[
     in any split. What its body does to a gradient after its first yield would interleave with the loop's
     body: those gradients are forgotten."""
     yields = Yields()
+    before = walker.state.copy()
     returned = walker.run_function(func.node, func.scope, env, receiver, func.owner, yields)
     if yields.first is not None:
         after = walker.state
@@ -604,6 +628,7 @@ def run_generator(walker: Walker, func: FunctionValue, receiver: Any, env: dict[
     if yields.unknown or returned is OPAQUE or len(yields.items) > MAX_ITEMS:
         lists = [v for v, _ in args if isinstance(v, ItemList) and not v.spoiled]
         if lists:
+            walker.state = before  # what the run forgot on its way is the list's, given whole
             return ItemList([lists[0]])
         for value, _ in args:
             sync.forget_value(walker, value)

@@ -14,8 +14,10 @@ from spmdcheck.analysis.gradients.state import (
     Bucket,
     Chunks,
     Data,
+    Dtype,
     GradRef,
     Group,
+    Instance,
     ItemList,
     ModuleObj,
     Optimizer,
@@ -96,6 +98,12 @@ def _new_param(walker: Walker) -> Param:
 def instantiate(walker: Walker, cls: ClassValue, args: list, kwargs: dict, node: cst.Call) -> Any:
     """A class of the program: an nn.Module (or any object) built by walking its `__init__`."""
     if not is_module_class(cls):
+        init = cls.lookup("__init__")
+        if _plain(cls) and (isinstance(init, FunctionValue) or (init is None and not args and not kwargs)):
+            made = Instance(cls)
+            if isinstance(init, FunctionValue):
+                walker.call_function(walker, init, made, args, kwargs)
+            return made
         for value, _ in [*args, *kwargs.values()]:
             sync.forget_value(walker, value)  # an object the walk does not build may hook what it receives
         return OPAQUE
@@ -106,6 +114,19 @@ def instantiate(walker: Walker, cls: ClassValue, args: list, kwargs: dict, node:
     else:
         library_module_init(walker, library_base(cls) or "", obj, args, kwargs)
     return obj
+
+
+_CUSTOM_ACCESS = ("__getattr__", "__getattribute__", "__setattr__", "__new__")
+
+
+def _plain(cls: ClassValue) -> bool:
+    """A class whose bases are all the program's (no library class to read), with ordinary attributes."""
+    for klass in cls.mro():
+        if any(not isinstance(base, ClassValue) for base in klass.bases):
+            return False
+        if any(name in klass.namespace for name in _CUSTOM_ACCESS) or klass.node.decorators:
+            return False
+    return True
 
 
 def merge_data(values: list[Any]) -> Data:
@@ -325,6 +346,9 @@ def call_builtin(walker: Walker, name: str, args: list, kwargs: dict, node: cst.
     return OPAQUE
 
 
+_KEYS = (str, int, bool, type(None), Dtype)  # dict keys the walk compares as Python does
+
+
 def _dict_of(values: list, kwargs: dict) -> dict | None:
     """`dict(k=v)`, `dict(mapping)`, `dict(pairs)` (`dict(zip(keys, values))`) with constant keys; None: not
     known."""
@@ -430,6 +454,8 @@ def call_method(walker: Walker, receiver: Any, name: str, args: list, kwargs: di
         return getattr(receiver, name)(*values)
     if isinstance(receiver, dict) and spoiled(receiver):
         return OPAQUE
+    if isinstance(receiver, dict) and name == "setdefault" and values and isinstance(values[0], _KEYS):
+        return receiver.setdefault(values[0], values[1] if len(values) > 1 else None)
     if isinstance(receiver, dict) and name in ("items", "values", "keys", "get"):
         if name == "get":
             return receiver.get(values[0], values[1] if len(values) > 1 else None) if values else OPAQUE
@@ -450,6 +476,9 @@ def _tensor_method(walker: Walker, receiver: Any, name: str, args: list, kwargs:
         return None
     if isinstance(receiver, Data):
         return merge_data([receiver, *[v for v, _ in args]])
+    for value, _ in [*args, *kwargs.values()]:
+        if not isinstance(value, Data):
+            sync.forget_value(walker, value)  # an object the walk does not know may keep it (`.append(p)`)
     return OPAQUE
 
 

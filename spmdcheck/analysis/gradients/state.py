@@ -248,6 +248,26 @@ class MethodRef:
     receiver: Any
 
 
+@dataclass(frozen=True)
+class Dtype:
+    """`p.dtype`, `p.grad.dtype`: one token for every parameter. The walk does not know dtypes: a grouping by
+    dtype (`by_dtype.setdefault(g.dtype, [])`) holds every gradient in one group, each going through the same
+    statements as in any grouping; no comparison with it is decided."""
+
+
+DTYPE = Dtype()
+
+
+@dataclass(eq=False)
+class Instance:
+    """An object of a plain class of the program (no library base), built by walking its `__init__`: its
+    attributes as assigned; its methods walked (`__iter__` for a loop over it, `__call__`)."""
+
+    cls: Any  # a values.ClassValue
+    attrs: dict[str, Any] = field(default_factory=dict)
+    forgotten: bool = False  # reached code the walk does not follow (sync.forget_value, once)
+
+
 @dataclass(eq=False)
 class Partial:
     """`functools.partial(func, *args, **kwargs)`: `func` called with these arguments first (each a pair of

@@ -14,6 +14,7 @@ from spmdcheck.analysis.gradients.state import (
     Bucket,
     Data,
     GradRef,
+    Instance,
     ItemList,
     ModuleObj,
     Optimizer,
@@ -254,6 +255,10 @@ def forget_value(walker: Walker, value: Any) -> None:
         for item in value.values():
             forget_value(walker, item)
         spoil(value)
+    elif isinstance(value, Instance) and not value.forgotten:
+        value.forgotten = True
+        for item in value.attrs.values():
+            forget_value(walker, item)
     elif isinstance(value, Partial):
         for item, _ in [(value.func, None), *value.args, *value.kwargs.values()]:
             forget_value(walker, item)
