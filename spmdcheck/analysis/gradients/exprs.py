@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 
-from spmdcheck.analysis import containers
-from spmdcheck.analysis.gradients import accumulation, library, norms, sync
+from spmdcheck.analysis.gradients import accumulation, engine_values, library, norms, sync
+from spmdcheck.analysis.gradients.engine_values import from_engine
 from spmdcheck.analysis.gradients.state import (
     DTYPE,
     OPAQUE,
@@ -19,7 +19,6 @@ from spmdcheck.analysis.gradients.state import (
     Chunks,
     Data,
     GradRef,
-    Group,
     Instance,
     ItemList,
     MethodRef,
@@ -36,18 +35,11 @@ from spmdcheck.analysis.gradients.state import (
     spoiled,
 )
 from spmdcheck.analysis.gradients.walker import MAX_ITEMS, Yields, as_items
-from spmdcheck.analysis.objects import NAMESPACE_CLASS, PartialValue, dataclass_fields
 from spmdcheck.analysis.values import (
     ClassValue,
-    DictValue,
     FunctionValue,
-    GroupValue,
     InstanceValue,
-    LazyImport,
-    Literal,
-    ModuleRef,
     ModuleValue,
-    PendingImport,
 )
 
 if TYPE_CHECKING:
@@ -66,73 +58,6 @@ _ARITH = {
 }  # fmt: skip
 _CONSTANTS = (str, int, float, bool, type(None))
 _OWN_ATTRS = ("requires_grad", "grad", "main_grad")  # a tensor's own attributes, not marks
-
-
-def from_engine(walker: Walker, value: Any) -> Any:
-    """A value of the engine's module globals, as the walk sees it."""
-    if isinstance(value, PendingImport):
-        value = walker.engine.settle(value)
-    if isinstance(value, (FunctionValue, ClassValue, ModuleValue)):
-        return value
-    if isinstance(value, ModuleRef):
-        return _module_or_name(walker, value.qualname)
-    if isinstance(value, LazyImport):
-        importer = getattr(walker.engine, "importer", None)
-        if importer is not None and importer.kind(f"{value.module}.{value.name}") is None:
-            if importer.kind(value.module) == "checked":
-                return from_engine(walker, walker.engine.module_attribute(value.module, value.name))
-        return _module_or_name(walker, f"{value.module}.{value.name}")
-    if isinstance(value, GroupValue):
-        return Group(value.axis)
-    if isinstance(value, Literal) and isinstance(value.value, _CONSTANTS):
-        return value.value
-    if isinstance(value, DictValue):  # a registry the program filled (`BUILDERS["gpt"]`), a dict of constants
-        return _engine_dict(walker, value)
-    if isinstance(value, PartialValue):  # `bound = partial(f, k=v)` at a module's top level
-        return _engine_partial(walker, value)
-    if isinstance(value, InstanceValue) and _is_record(value):
-        return value  # a config object (dataclass, SimpleNamespace): its fields read by `attribute`
-    return OPAQUE
-
-
-def _engine_dict(walker: Walker, value: DictValue) -> Any:
-    """A dict of the engine's values with constant keys, as the walk sees it (OPAQUE: a key is not constant)."""
-    items = containers.entries(walker.engine, value)  # its literal's entries, and those registered since
-    if len(items) > MAX_ITEMS:
-        return OPAQUE
-    out: dict[Any, Any] = {}
-    for key, item, _ in items:
-        if not isinstance(key, Literal) or not isinstance(key.value, _CONSTANTS):
-            return OPAQUE
-        out[key.value] = from_engine(walker, item)
-    return out
-
-
-def _engine_partial(walker: Walker, value: PartialValue) -> Any:
-    args: list[tuple[Any, Any]] = []
-    kwargs: dict[str, tuple[Any, Any]] = {}
-    for keyword, item, expr in value.args:
-        if keyword is None:
-            args.append((from_engine(walker, item), expr))
-        elif keyword in ("*", "**"):
-            return OPAQUE
-        else:
-            kwargs[keyword] = (from_engine(walker, item), expr)
-    return Partial(from_engine(walker, value.func), args, kwargs)
-
-
-def _is_record(obj: InstanceValue) -> bool:
-    """An object of a dataclass or a SimpleNamespace: its fields are what was given (no module, no methods
-    the walk would have to run to read them)."""
-    return obj.cls is NAMESPACE_CLASS or dataclass_fields(obj.cls) is not None
-
-
-def _module_or_name(walker: Walker, qualname: str) -> Any:
-    """A module of the program (its functions are walked), or a library name."""
-    importer = getattr(walker.engine, "importer", None)
-    if importer is not None and importer.kind(qualname) == "checked":
-        return ModuleValue(qualname)
-    return Qual(qualname)
 
 
 def lookup(walker: Walker, name: str) -> Any:
@@ -236,7 +161,7 @@ def attribute(walker: Walker, value: Any, name: str) -> Any:
     if isinstance(value, ModuleValue):
         return from_engine(walker, walker.engine.module_attribute(value.name, name))
     if isinstance(value, Qual):
-        return _module_or_name(walker, f"{value.name}.{name}")
+        return engine_values.module_or_name(walker, f"{value.name}.{name}")
     if isinstance(value, SuperRef):
         return _super_attribute(value, name)
     if isinstance(value, Instance):
