@@ -238,8 +238,199 @@ def test_accumulating_into_a_reduced_gradient_remembers_the_earlier_reduction():
     ids=["object-the-walk-does-not-build", "hook-on-each-parameter"],
 )
 def test_parameters_handed_to_what_the_walk_does_not_follow_are_silent(setup, registry):
-    body = "class Wrapper:\n    def __init__(self, model):\n        self.model = model\n\n\n" + _step("").replace(
+    # a library base (its `__init__` is not the program's): the walk does not build the object
+    wrapper = "class Wrapper(dist.Work):\n    def __init__(self, model):\n        self.model = model\n\n\n"
+    body = wrapper + _step("").replace(
         "    optimizer = torch", f"    {setup}\n    optimizer = torch"
     )
     assert _check(body, registry=registry) == []
     assert _codes(_check(body.replace(f"    {setup}\n", ""), registry=registry)) == [(11, "SPMD601")]
+
+
+# --------------------------------------------------------------------------- idioms (issue 20) in the walk
+# Each idiom form gives the finding its direct form gives: the walk follows it with the same precision.
+FORWARD_CALL = "def forward_call(fn, /, *args, **kwargs):\n    return fn(*args, **kwargs)\n\n\n"
+
+
+def _same_as_direct(direct: str, idiom: str, registry, prelude: str = "", **step) -> list:
+    """The codes of `idiom`'s step; asserted equal to (and as many as) its direct form's, which has some."""
+    expected = [code for _, code in _codes(_check(prelude + _step(direct, **step), registry=registry))]
+    assert expected, "the direct form has a finding"
+    got = [code for _, code in _codes(_check(prelude + _step(idiom, **step), registry=registry))]
+    assert got == expected
+    return got
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        'dist.all_reduce(**{"tensor": p.grad})',
+        "dist.all_reduce(p.grad, **dict(op=dist.ReduceOp.SUM))",
+        'kw = {"op": dist.ReduceOp.SUM}\n    dist.all_reduce(p.grad, **kw)',
+        "dist.all_reduce(*[p.grad])",
+        "forward_call(dist.all_reduce, p.grad, op=dist.ReduceOp.SUM)",
+    ],
+    ids=["dict-literal", "dict-call", "local-dict", "star-list", "forwarding-function"],
+)
+def test_keywords_splatted_from_a_dict_reach_the_reduction(call, registry):
+    ddp = "DistributedDataParallel(nn.Linear(8, 4))"
+    direct, idiom = (f"for p in model.parameters():\n    {c}" for c in ("dist.all_reduce(p.grad)", call))
+    assert _same_as_direct(direct, idiom, registry, FORWARD_CALL, model=ddp) == ["SPMD602"]
+
+
+def test_a_one_tensor_bucket_is_reduced_once(registry):
+    """`_flatten_dense_tensors([g])` is a view of `g`: reduced in place, then copied back onto itself (no
+    second reduction: a model the walk only partly knows can leave one gradient in a bucket)."""
+    bucket = BUCKET.format(copy="grad.copy_(synced)").replace(
+        "grads = [p.grad for p in model.parameters()]", "grads = [model.weight.grad]"
+    )
+    body = "from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors\n\n\n" + _step(bucket)
+    diags = _check(body, registry=registry)
+    assert [d.code for d in diags] == ["SPMD601"] and "`bias`" in diags[0].message
+
+
+REGISTRY = """\
+from dataclasses import dataclass
+from types import SimpleNamespace
+
+SYNCS = {}
+
+
+def register(name):
+    def add(fn):
+        SYNCS[name] = fn
+        return fn
+    return add
+
+
+@register("reduce")
+def reduce_grads(model):
+    for p in model.parameters():
+        dist.all_reduce(p.grad)
+
+
+@dataclass
+class SyncConfig:
+    sync: str = "reduce"
+
+
+LITERAL = {"reduce": reduce_grads}
+NAMESPACE = SimpleNamespace(sync="reduce")
+CONFIG = SyncConfig()
+
+
+"""
+
+
+@pytest.mark.parametrize(
+    "call", ['SYNCS["reduce"](model)', "SYNCS[NAMESPACE.sync](model)", 'LITERAL["reduce"](model)',
+             "LITERAL[CONFIG.sync](model)"],
+    ids=["decorator-filled", "namespace-key", "dict-literal", "dataclass-key"],
+)
+def test_a_sync_function_called_through_a_registry_is_walked(call, registry):
+    ddp = "DistributedDataParallel(nn.Linear(8, 4))"
+    assert _same_as_direct("reduce_grads(model)", call, registry, REGISTRY, model=ddp) == ["SPMD602"]
+
+
+PARTIALS = "import functools\n\nREDUCE = functools.partial(dist.all_reduce, op=dist.ReduceOp.SUM)\n\n\n"
+
+
+@pytest.mark.parametrize(
+    "call", ["functools.partial(dist.all_reduce, op=dist.ReduceOp.SUM)(p.grad)", "REDUCE(p.grad)"],
+    ids=["inline", "module-level"],
+)
+def test_a_reduction_bound_by_functools_partial_is_followed(call, registry):
+    ddp = "DistributedDataParallel(nn.Linear(8, 4))"
+    direct, idiom = (f"for p in model.parameters():\n    {c}" for c in ("dist.all_reduce(p.grad)", call))
+    assert _same_as_direct(direct, idiom, registry, PARTIALS, model=ddp) == ["SPMD602"]
+
+
+def test_an_optimizer_made_through_functools_partial_steps_its_parameters(registry):
+    body = PARTIALS + _step("").replace(
+        "torch.optim.SGD(model.parameters(), lr=0.1)", "functools.partial(torch.optim.SGD, lr=0.1)(model.parameters())"
+    )
+    assert [d.code for d in _check(body, registry=registry)] == ["SPMD601"]
+
+
+GENERATORS = """\
+def each(items):
+    for item in items:
+        yield item
+
+
+def every(items):
+    yield from items
+
+
+"""
+
+
+@pytest.mark.parametrize("loop", ["each(model.parameters())", "every(model.parameters())"], ids=["yield", "yield-from"])
+def test_a_loop_over_a_generator_walks_each_element(loop, registry):
+    ddp = "DistributedDataParallel(nn.Linear(8, 4))"
+    direct, idiom = (f"for p in {it}:\n    dist.all_reduce(p.grad)" for it in ("model.parameters()", loop))
+    assert _same_as_direct(direct, idiom, registry, GENERATORS, model=ddp) == ["SPMD602"]
+    averaged = f"for p in {loop}:\n    p.grad.div_(dist.get_world_size())\n    dist.all_reduce(p.grad)"
+    assert _check(GENERATORS + _step(averaged), registry=registry) == []
+
+
+@pytest.mark.parametrize(
+    "value", ['dict(params=model.parameters())["params"]', 'dict(zip(["params"], [model.parameters()]))["params"]',
+              '{"params": model.parameters()}.get("params")'],
+    ids=["dict-call", "dict-zip", "dict-get"],
+)
+def test_a_value_read_back_from_a_dict_is_followed(value, registry):
+    direct, idiom = (f"for p in {v}:\n    dist.all_reduce(p.grad)" for v in ("model.parameters()", value))
+    ddp = "DistributedDataParallel(nn.Linear(8, 4))"
+    assert _same_as_direct(direct, idiom, registry, model=ddp) == ["SPMD602"]
+
+
+DYNAMIC = """\
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        {store}
+
+    def forward(self, x):
+        return x @ {load}
+
+
+"""
+
+
+def test_parameters_set_and_read_through_setattr_and_getattr_are_the_models(registry):
+    direct = DYNAMIC.format(store="self.w = nn.Parameter(torch.ones(8, 4))", load="self.w")
+    idiom = DYNAMIC.format(store='setattr(self, "w", nn.Parameter(torch.ones(8, 4)))', load='getattr(self, "w")')
+    expected = _codes(_check(direct + _step("", model="Net()"), registry=registry))
+    assert [code for _, code in expected] == ["SPMD601"]
+    assert _codes(_check(idiom + _step("", model="Net()"), registry=registry)) == expected
+
+
+ITERABLE = """\
+class Params:
+    def __init__(self, model):
+        self.model = model
+
+    def __iter__(self):
+        for p in self.model.parameters():
+            yield p
+
+
+"""
+
+
+def test_a_loop_over_an_object_whose_iter_yields_walks_each_element(registry):
+    ddp = "DistributedDataParallel(nn.Linear(8, 4))"
+    direct, idiom = (f"for p in {it}:\n    dist.all_reduce(p.grad)" for it in ("model.parameters()", "Params(model)"))
+    assert _same_as_direct(direct, idiom, registry, ITERABLE, model=ddp) == ["SPMD602"]
+
+
+def test_a_dict_filled_by_a_method_the_walk_does_not_model_is_not_read_as_empty(registry):
+    """`groups.setdefault(p.dtype, []).append(p)`: the walk does not know the keys; the dict is not left empty
+    (the reductions in the loop over its values would be lost: a false SPMD601)."""
+    sync = (
+        "groups = {}\nfor p in model.parameters():\n    groups.setdefault(p.dtype, []).append(p)\n"
+        "for group in groups.values():\n    for p in group:\n        p.grad.div_(dist.get_world_size())\n"
+        "        dist.all_reduce(p.grad)"
+    )
+    assert _check(_step(sync), registry=registry) == []

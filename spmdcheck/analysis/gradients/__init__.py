@@ -39,6 +39,13 @@ Interface (for code building on it: hooks, `no_sync()`, accumulation, clipping):
   parameters `escaped` (`sync.forget_value`: a wrapper such as `fully_shard`, a hook, a distributed optimizer
   may synchronise them; backward() gives them no state again); a gradient passed so is forgotten. A walk too
   long or too deep raises `walker.GiveUp` and reports nothing more.
+* **Idioms (issue 20).** The walk follows what the engine follows, with the precision of the direct form:
+  registries and config objects read from the engine's globals (engine_values.py `from_engine`: a `DictValue` with
+  the entries a `@register` decorator stored, a dataclass / SimpleNamespace object), `functools.partial`
+  (`state.Partial`), `*xs` / `**kw` of a known list or dict and a function's own `*args` / `**kwargs`,
+  `dict(...)`, `getattr` / `setattr` with a constant name, generators run to their end (`exprs.run_generator`),
+  plain objects of the program (`state.Instance`: `__iter__`, `__call__`). A list or dict that code the walk
+  does not follow may change is spoiled (`state.spoil`): never read as empty or stale.
 * **Accumulation (SPMD604)** and **clipping (SPMD605)** are accumulation.py (hooks, `no_sync()` contexts,
   micro-batch loops, the gradients a step finds never synced: `claim_unsynced`) and norms.py (squared norms of
   gradients, the rank conditions they are counted under, the axes their all-reduce spans).

@@ -8,8 +8,10 @@ from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 
-from spmdcheck.analysis.gradients import accumulation, library, norms, sync
+from spmdcheck.analysis.gradients import accumulation, engine_values, library, norms, sync
+from spmdcheck.analysis.gradients.engine_values import from_engine
 from spmdcheck.analysis.gradients.state import (
+    DTYPE,
     OPAQUE,
     Bound,
     Bucket,
@@ -17,29 +19,27 @@ from spmdcheck.analysis.gradients.state import (
     Chunks,
     Data,
     GradRef,
-    Group,
+    Instance,
     ItemList,
     MethodRef,
     ModuleObj,
     Optimizer,
     Param,
+    Partial,
     Qual,
     Rank,
     RepeatedDict,
     SuperRef,
     Synced,
     WorldSize,
+    spoiled,
 )
-from spmdcheck.analysis.gradients.walker import as_items
+from spmdcheck.analysis.gradients.walker import MAX_ITEMS, Yields, as_items
 from spmdcheck.analysis.values import (
     ClassValue,
     FunctionValue,
-    GroupValue,
-    LazyImport,
-    Literal,
-    ModuleRef,
+    InstanceValue,
     ModuleValue,
-    PendingImport,
 )
 
 if TYPE_CHECKING:
@@ -58,35 +58,6 @@ _ARITH = {
 }  # fmt: skip
 _CONSTANTS = (str, int, float, bool, type(None))
 _OWN_ATTRS = ("requires_grad", "grad", "main_grad")  # a tensor's own attributes, not marks
-
-
-def from_engine(walker: Walker, value: Any) -> Any:
-    """A value of the engine's module globals, as the walk sees it."""
-    if isinstance(value, PendingImport):
-        value = walker.engine.settle(value)
-    if isinstance(value, (FunctionValue, ClassValue, ModuleValue)):
-        return value
-    if isinstance(value, ModuleRef):
-        return _module_or_name(walker, value.qualname)
-    if isinstance(value, LazyImport):
-        importer = getattr(walker.engine, "importer", None)
-        if importer is not None and importer.kind(f"{value.module}.{value.name}") is None:
-            if importer.kind(value.module) == "checked":
-                return from_engine(walker, walker.engine.module_attribute(value.module, value.name))
-        return _module_or_name(walker, f"{value.module}.{value.name}")
-    if isinstance(value, GroupValue):
-        return Group(value.axis)
-    if isinstance(value, Literal) and isinstance(value.value, _CONSTANTS):
-        return value.value
-    return OPAQUE
-
-
-def _module_or_name(walker: Walker, qualname: str) -> Any:
-    """A module of the program (its functions are walked), or a library name."""
-    importer = getattr(walker.engine, "importer", None)
-    if importer is not None and importer.kind(qualname) == "checked":
-        return ModuleValue(qualname)
-    return Qual(qualname)
 
 
 def lookup(walker: Walker, name: str) -> Any:
@@ -142,6 +113,8 @@ def evaluate(walker: Walker, expr: cst.BaseExpression) -> Any:
             condition = norms.rank_condition(walker, expr, evaluate, test)
             return condition if isinstance(condition, norms.RankTest) else OPAQUE
         return truth
+    if isinstance(expr, cst.Yield):
+        return _yield(walker, expr)
     if isinstance(expr, cst.IfExp):
         truth = test(walker, expr.test)
         if truth is None:
@@ -163,6 +136,8 @@ def _dict(walker: Walker, expr: cst.Dict) -> Any:
 
 
 def attribute(walker: Walker, value: Any, name: str) -> Any:
+    if isinstance(value, (Param, GradRef)) and name == "dtype":
+        return DTYPE
     if isinstance(value, Param):
         if name in ("grad", "main_grad"):
             return GradRef(value)
@@ -186,12 +161,24 @@ def attribute(walker: Walker, value: Any, name: str) -> Any:
     if isinstance(value, ModuleValue):
         return from_engine(walker, walker.engine.module_attribute(value.name, name))
     if isinstance(value, Qual):
-        return _module_or_name(walker, f"{value.name}.{name}")
+        return engine_values.module_or_name(walker, f"{value.name}.{name}")
     if isinstance(value, SuperRef):
         return _super_attribute(value, name)
+    if isinstance(value, Instance):
+        if name in value.attrs:
+            return value.attrs[name]
+        method = value.cls.lookup(name)
+        return MethodRef(method, value) if isinstance(method, FunctionValue) and not _decorated(method) else OPAQUE
+    if isinstance(value, InstanceValue):  # a config object of the engine (from_engine)
+        return from_engine(walker, value.attrs[name]) if name in value.attrs else OPAQUE
     if isinstance(value, (Data, ItemList, Bucket, Synced, dict, str, norms.SquaredNorm)) or value is OPAQUE:
         return Bound(value, name)
     return OPAQUE
+
+
+def _decorated(func: FunctionValue) -> bool:
+    """A method under a decorator (a property, a staticmethod): not a plain method bound to its object."""
+    return bool(func.node.decorators)
 
 
 def _module_attribute(walker: Walker, obj: ModuleObj, name: str) -> Any:
@@ -278,7 +265,7 @@ def truthy(value: Any) -> bool | None:
         return bool(value)
     if isinstance(value, (Param, ModuleObj, GradRef, Optimizer, Bucket)):
         return True
-    if isinstance(value, ItemList):
+    if isinstance(value, ItemList) and not value.spoiled:
         return bool(value.items)
     return None
 
@@ -389,10 +376,15 @@ def iterate(walker: Walker, value: Any) -> list[Any] | None:
     if isinstance(value, tuple):
         return list(value)
     if isinstance(value, dict):
-        return list(value)
+        return None if spoiled(value) else list(value)
     chunks = library.chunk_items(value)
     if chunks is not None:
         return chunks
+    if isinstance(value, Instance):  # an object of the program with an `__iter__`
+        method = attribute(walker, value, "__iter__")
+        if isinstance(method, MethodRef):
+            return iterate(walker, call_function(walker, method.func, value, [], {}))
+        return None
     return as_items(value)
 
 
@@ -412,7 +404,7 @@ def assign(walker: Walker, target: cst.BaseExpression, value: Any) -> None:
 def _unpack(value: Any, n: int) -> list[Any]:
     if isinstance(value, tuple) and len(value) == n:
         return list(value)
-    if isinstance(value, ItemList) and len(value.items) == n:
+    if isinstance(value, ItemList) and len(value.items) == n and not value.spoiled:
         return list(value.items)
     if isinstance(value, Data):
         return [value] * n
@@ -432,6 +424,8 @@ def set_attribute(walker: Walker, owner: Any, name: str, value: Any) -> None:
         else:
             owner.attrs[name] = value
             owner.children.pop(name, None)
+    elif isinstance(owner, Instance):
+        owner.attrs[name] = value
     elif isinstance(owner, GradRef) and name in ("data", "grad"):
         walker.state.forget(owner.param)
 
@@ -463,16 +457,33 @@ def evaluate_call(walker: Walker, node: cst.Call) -> Any:
     args: list[tuple[Any, cst.BaseExpression]] = []
     kwargs: dict[str, tuple[Any, cst.BaseExpression]] = {}
     for arg in node.args:
-        if arg.star:
-            value = evaluate(walker, arg.value)
-            sync.forget_value(walker, value)
-            return OPAQUE
         value = evaluate(walker, arg.value)
+        if arg.star:
+            if not spread(value, arg.star, arg.value, args, kwargs):
+                for passed, _ in [*args, *kwargs.values(), (value, arg.value)]:
+                    sync.forget_value(walker, passed)
+                return OPAQUE
+            continue
         if arg.keyword is not None:
             kwargs[arg.keyword.value] = (value, arg.value)
         else:
             args.append((value, arg.value))
     return call(walker, func, args, kwargs, node)
+
+
+def spread(value: Any, star: str, expr: cst.BaseExpression, args: list, kwargs: dict) -> bool:
+    """`*xs` / `**kw` of a call: the elements of a tuple or list the walk follows as positional arguments, the
+    entries of a dict with string keys as keywords. False: not known (the call is not followed)."""
+    if star == "*":
+        items = value if isinstance(value, tuple) else as_items(value)
+        if items is None or (isinstance(value, ItemList) and value.repeated):
+            return False
+        args.extend((item, expr) for item in items)
+        return True
+    if type(value) is not dict or not all(isinstance(key, str) and key not in kwargs for key in value):
+        return False
+    kwargs.update((key, (item, expr)) for key, item in value.items())
+    return True
 
 
 def call(walker: Walker, func: Any, args: list, kwargs: dict, node: cst.Call) -> Any:
@@ -483,6 +494,13 @@ def call(walker: Walker, func: Any, args: list, kwargs: dict, node: cst.Call) ->
     if isinstance(func, ClassValue):
         return library.instantiate(walker, func, args, kwargs, node)
     if isinstance(func, Builtin):
+        values = [v for v, _ in args]
+        if func.name in ("getattr", "setattr") and len(values) >= 2 and isinstance(values[0], ModuleObj):
+            if isinstance(values[1], str) and func.name == "setattr" and len(values) == 3 and not kwargs:
+                set_attribute(walker, values[0], values[1], values[2])  # as `self.x = v`
+                return None
+            if isinstance(values[1], str) and func.name == "getattr" and len(values) == 2 and not kwargs:
+                return attribute(walker, values[0], values[1])  # as `self.x`
         return library.call_builtin(walker, func.name, args, kwargs, node)
     if isinstance(func, Bound):
         return library.call_method(walker, func.receiver, func.name, args, kwargs, node)
@@ -490,13 +508,17 @@ def call(walker: Walker, func: Any, args: list, kwargs: dict, node: cst.Call) ->
         return library.call_library(walker, func.name, args, kwargs, node)
     if isinstance(func, ModuleObj):
         return library.merge_data([v for v, _ in args] + [Data(models=(func,))])
+    if isinstance(func, Instance) and isinstance(attribute(walker, func, "__call__"), MethodRef):
+        return call_function(walker, func.cls.lookup("__call__"), func, args, kwargs)
+    if isinstance(func, Partial):  # the bound arguments first, this call's keywords over the bound ones
+        return call(walker, func.func, [*func.args, *args], {**func.kwargs, **kwargs}, node)
     for value, _ in [*args, *kwargs.values()]:
         sync.forget_value(walker, value)
     return OPAQUE
 
 
 def call_function(walker: Walker, func: FunctionValue, receiver: Any, args: list, kwargs: dict) -> Any:
-    """A function of the program: walked with its arguments (a generator yields its list argument whole)."""
+    """A function of the program: walked with its arguments (a generator run to its end: `run_generator`)."""
     fn = func.node
     if func.scope is None:
         return OPAQUE
@@ -504,15 +526,58 @@ def call_function(walker: Walker, func: FunctionValue, receiver: Any, args: list
         env = bind(walker, func, receiver, args, kwargs)
         if env is not None:
             return accumulation.GeneratorContext(fn, func.scope, env, receiver, func.owner, fn)
-    if _is_generator(fn):
-        lists = [v for v, _ in args if isinstance(v, ItemList)]
-        return ItemList([lists[0]]) if lists else OPAQUE
     env = bind(walker, func, receiver, args, kwargs)
     if env is None:
         for value, _ in [*args, *kwargs.values()]:
             sync.forget_value(walker, value)
         return OPAQUE
+    if _is_generator(fn):
+        return run_generator(walker, func, receiver, env, args)
     return walker.run_function(fn, func.scope, env, receiver, func.owner)
+
+
+def run_generator(walker: Walker, func: FunctionValue, receiver: Any, env: dict[str, Any], args: list) -> Any:
+    """A generator function of the program, run to its end when called: the list of what it yields (a loop
+    over it walks each element). When the walk cannot tell what or how many (buckets cut by a size it does
+    not know), its first list argument yielded whole: each element goes through the loop's body as it would
+    in any split. What its body does to a gradient after its first yield would interleave with the loop's
+    body: those gradients are forgotten."""
+    yields = Yields()
+    before = walker.state.copy()
+    returned = walker.run_function(func.node, func.scope, env, receiver, func.owner, yields)
+    if yields.first is not None:
+        after = walker.state
+        for key in set(after.grads) | set(yields.first.grads):
+            if after.grads.get(key) != yields.first.grads.get(key):
+                after.forget(after.params[key[0]]) if key[0] in after.params else None
+    if yields.unknown or returned is OPAQUE or len(yields.items) > MAX_ITEMS:
+        lists = [v for v, _ in args if isinstance(v, ItemList) and not v.spoiled]
+        if lists:
+            walker.state = before  # what the run forgot on its way is the list's, given whole
+            return ItemList([lists[0]])
+        for value, _ in args:
+            sync.forget_value(walker, value)
+        return OPAQUE
+    return ItemList(yields.items)
+
+
+def _yield(walker: Walker, expr: cst.Yield) -> Any:
+    """`yield x` / `yield from xs` in a generator `run_generator` runs: what the loop over it gets (a list
+    as it is at the yield); the value of the expression (what a `for` sends) is None."""
+    out = walker.frame.yields  # type: ignore[union-attr]
+    if isinstance(expr.value, cst.From):
+        values = iterate(walker, evaluate(walker, expr.value.item))
+    else:
+        values = [None if expr.value is None else evaluate(walker, expr.value)]
+    if out is None:
+        return OPAQUE
+    if values is None:
+        out.unknown = True
+        return OPAQUE
+    if out.first is None:
+        out.first = walker.state.copy()
+    out.items.extend(ItemList(list(v.items), v.repeated) if isinstance(v, ItemList) else v for v in values)
+    return None
 
 
 def bind(walker: Walker, func: FunctionValue, receiver: Any, args: list, kwargs: dict) -> dict[str, Any] | None:
@@ -526,16 +591,21 @@ def bind(walker: Walker, func: FunctionValue, receiver: Any, args: list, kwargs:
     env: dict[str, Any] = {}
     for param, value in zip(positional, values):
         env[param.name.value] = value
+    # a positional-only parameter is never given by keyword
+    named = {p.name.value for p in [*params.params, *params.kwonly_params]}
     for param in [*positional, *params.kwonly_params]:
         name = param.name.value
-        if name in kwargs:
+        if name in kwargs and name in named:
             env[name] = kwargs[name][0]
         elif name not in env:
             env[name] = _default(walker, func, param)
+    extra = {name: value for name, (value, _) in kwargs.items() if name not in named}
+    if extra and params.star_kwarg is None:
+        return None  # a keyword the function does not take: Python raises
     if isinstance(params.star_arg, cst.Param):
-        env[params.star_arg.name.value] = OPAQUE
+        env[params.star_arg.name.value] = tuple(values[len(positional) :])
     if params.star_kwarg is not None:
-        env[params.star_kwarg.name.value] = OPAQUE
+        env[params.star_kwarg.name.value] = extra
     if func.owner is not None and receiver is not None:
         env["__class__"] = func.owner
     return env

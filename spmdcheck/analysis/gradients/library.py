@@ -14,17 +14,22 @@ from spmdcheck.analysis.gradients.state import (
     Bucket,
     Chunks,
     Data,
+    Dtype,
     GradRef,
     Group,
+    Instance,
     ItemList,
     ModuleObj,
     Optimizer,
     Param,
+    Partial,
     Qual,
     Rank,
     SuperRef,
     Synced,
     WorldSize,
+    spoil,
+    spoiled,
 )
 from spmdcheck.analysis.values import ClassValue, FunctionValue, LazyImport, ModuleRef
 
@@ -93,6 +98,12 @@ def _new_param(walker: Walker) -> Param:
 def instantiate(walker: Walker, cls: ClassValue, args: list, kwargs: dict, node: cst.Call) -> Any:
     """A class of the program: an nn.Module (or any object) built by walking its `__init__`."""
     if not is_module_class(cls):
+        init = cls.lookup("__init__")
+        if _plain(cls) and (isinstance(init, FunctionValue) or (init is None and not args and not kwargs)):
+            made = Instance(cls)
+            if isinstance(init, FunctionValue):
+                walker.call_function(walker, init, made, args, kwargs)
+            return made
         for value, _ in [*args, *kwargs.values()]:
             sync.forget_value(walker, value)  # an object the walk does not build may hook what it receives
         return OPAQUE
@@ -103,6 +114,19 @@ def instantiate(walker: Walker, cls: ClassValue, args: list, kwargs: dict, node:
     else:
         library_module_init(walker, library_base(cls) or "", obj, args, kwargs)
     return obj
+
+
+_CUSTOM_ACCESS = ("__getattr__", "__getattribute__", "__setattr__", "__new__")
+
+
+def _plain(cls: ClassValue) -> bool:
+    """A class whose bases are all the program's (no library class to read), with ordinary attributes."""
+    for klass in cls.mro():
+        if any(not isinstance(base, ClassValue) for base in klass.bases):
+            return False
+        if any(name in klass.namespace for name in _CUSTOM_ACCESS) or klass.node.decorators:
+            return False
+    return True
 
 
 def merge_data(values: list[Any]) -> Data:
@@ -148,6 +172,8 @@ def call_library(walker: Walker, name: str, args: list, kwargs: dict, node: cst.
         handled = _distributed(walker, last, args, kwargs, node, name)
         if handled is not NotImplemented:
             return handled
+    if name == "functools.partial" and args:
+        return Partial(args[0][0], args[1:], dict(kwargs))
     if last == "Parameter":
         return _new_param(walker)
     if name.startswith("torch.") and last in norms.ZERO_FACTORIES and not any(isinstance(v, Data) for v, _ in args):
@@ -311,9 +337,36 @@ def call_builtin(walker: Walker, name: str, args: list, kwargs: dict, node: cst.
         return OPAQUE
     if name == "print":
         return None
+    if name == "dict":
+        made = _dict_of(values, kwargs)
+        if made is not None:
+            return made
     for value in values:
         sync.forget_value(walker, value) if not isinstance(value, (Data, str, int, float)) else None
     return OPAQUE
+
+
+_KEYS = (str, int, bool, type(None), Dtype)  # dict keys the walk compares as Python does
+
+
+def _dict_of(values: list, kwargs: dict) -> dict | None:
+    """`dict(k=v)`, `dict(mapping)`, `dict(pairs)` (`dict(zip(keys, values))`) with constant keys; None: not
+    known."""
+    out: dict[Any, Any] = {}
+    if len(values) > 1:
+        return None
+    if values and type(values[0]) is dict:
+        out.update(values[0])
+    elif values:
+        pairs = _items(values[0])
+        if pairs is None or isinstance(values[0], dict):
+            return None
+        for pair in pairs:
+            if not isinstance(pair, tuple) or len(pair) != 2 or not isinstance(pair[0], (str, int, bool, type(None))):
+                return None
+            out[pair[0]] = pair[1]
+    out.update((key, value) for key, (value, _) in kwargs.items())
+    return out
 
 
 def _super(cls: ClassValue, receiver: Any) -> Any:
@@ -336,6 +389,8 @@ def _items(value: Any) -> list[Any] | None:
     chunks = chunk_items(value)
     if chunks is not None:
         return chunks
+    if spoiled(value):
+        return None
     if isinstance(value, ItemList):
         return value.items
     if isinstance(value, tuple):
@@ -378,7 +433,7 @@ def call_method(walker: Walker, receiver: Any, name: str, args: list, kwargs: di
         if name == "div_" and values and isinstance(values[0], WorldSize):
             sync.divide_value(walker, receiver, values[0].axis, node)
         elif name.endswith("_"):
-            receiver.ops.append(("forget",))
+            sync.forget_value(walker, receiver)
         return receiver if name.endswith("_") else OPAQUE
     if isinstance(receiver, ItemList):
         if name == "append" and values:
@@ -386,6 +441,8 @@ def call_method(walker: Walker, receiver: Any, name: str, args: list, kwargs: di
             norms.note_item(walker, values[0])
         elif name == "extend" and values and _items(values[0]) is not None:
             receiver.items.extend(_items(values[0]) or [])
+        elif name not in ("index", "count", "copy"):
+            spoil(receiver)  # insert, pop, sort, an extend of what the walk does not follow: not modelled
         return None
     if isinstance(receiver, Data) or receiver is OPAQUE:
         return _tensor_method(walker, receiver, name, args, kwargs, node)
@@ -395,12 +452,18 @@ def call_method(walker: Walker, receiver: Any, name: str, args: list, kwargs: di
         and all(isinstance(v, (str, tuple)) for v in values)
     ):
         return getattr(receiver, name)(*values)
+    if isinstance(receiver, dict) and spoiled(receiver):
+        return OPAQUE
+    if isinstance(receiver, dict) and name == "setdefault" and values and isinstance(values[0], _KEYS):
+        return receiver.setdefault(values[0], values[1] if len(values) > 1 else None)
     if isinstance(receiver, dict) and name in ("items", "values", "keys", "get"):
         if name == "get":
             return receiver.get(values[0], values[1] if len(values) > 1 else None) if values else OPAQUE
         return ItemList(list(getattr(receiver, name)()))
     for value in values:
         sync.forget_value(walker, value)
+    if isinstance(receiver, dict):
+        spoil(receiver)  # setdefault, update, pop, ...: not modelled
     return OPAQUE
 
 
@@ -413,6 +476,9 @@ def _tensor_method(walker: Walker, receiver: Any, name: str, args: list, kwargs:
         return None
     if isinstance(receiver, Data):
         return merge_data([receiver, *[v for v, _ in args]])
+    for value, _ in [*args, *kwargs.values()]:
+        if not isinstance(value, Data):
+            sync.forget_value(walker, value)  # an object the walk does not know may keep it (`.append(p)`)
     return OPAQUE
 
 

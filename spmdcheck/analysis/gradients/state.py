@@ -82,6 +82,24 @@ class ItemList:
 
     items: list[Any]
     repeated: bool = False  # one element standing for every element of a list of unknown length
+    spoiled: bool = False  # changed by code the walk does not follow (`spoil`): its elements are not known
+
+
+def spoil(container: Any) -> None:
+    """A list or dict of the walk that code it does not follow may have changed: its elements become unknown
+    (a list then stands for no known element; a dict holds only the OPAQUE key, which no read matches)."""
+    if isinstance(container, ItemList):
+        container.items[:] = [OPAQUE]
+        container.spoiled = True
+    elif isinstance(container, dict) and not isinstance(container, RepeatedDict):
+        container.clear()
+        container[OPAQUE] = OPAQUE
+
+
+def spoiled(container: Any) -> bool:
+    return (isinstance(container, ItemList) and container.spoiled) or (
+        isinstance(container, dict) and OPAQUE in container
+    )
 
 
 class RepeatedDict(dict):
@@ -228,6 +246,36 @@ class MethodRef:
 
     func: Any  # a values.FunctionValue
     receiver: Any
+
+
+@dataclass(frozen=True)
+class Dtype:
+    """`p.dtype`, `p.grad.dtype`: one token for every parameter. The walk does not know dtypes: a grouping by
+    dtype (`by_dtype.setdefault(g.dtype, [])`) holds every gradient in one group, each going through the same
+    statements as in any grouping; no comparison with it is decided."""
+
+
+DTYPE = Dtype()
+
+
+@dataclass(eq=False)
+class Instance:
+    """An object of a plain class of the program (no library base), built by walking its `__init__`: its
+    attributes as assigned; its methods walked (`__iter__` for a loop over it, `__call__`)."""
+
+    cls: Any  # a values.ClassValue
+    attrs: dict[str, Any] = field(default_factory=dict)
+    forgotten: bool = False  # reached code the walk does not follow (sync.forget_value, once)
+
+
+@dataclass(eq=False)
+class Partial:
+    """`functools.partial(func, *args, **kwargs)`: `func` called with these arguments first (each a pair of
+    the value and the expression that gave it, as a call's arguments are)."""
+
+    func: Any
+    args: list[tuple[Any, Any]]
+    kwargs: dict[str, tuple[Any, Any]]
 
 
 @dataclass(frozen=True)

@@ -83,6 +83,8 @@ def exec_both(
     """Two paths the walk cannot choose between: each on its own copy; what they disagree on is unknown.
     `condition`: the first path's (norms.py keeps it for the gradients counted there)."""
     before_state, before_env = walker.state.copy(), dict(walker.env)
+    yields = walker.frame.yields  # type: ignore[union-attr]
+    yielded = len(yields.items) if yields is not None else 0
     norms.push_condition(walker, condition)
     try:
         ended_first = _exec_path(walker, first)
@@ -97,6 +99,8 @@ def exec_both(
     finally:
         norms.pop_condition(walker)
     walker.state.join(after_state)
+    if yields is not None and len(yields.items) != yielded:
+        yields.unknown = True  # how many elements a generator yields depends on a path the walk cannot choose
     for name in set(after_env) | set(walker.env):
         if after_env.get(name, OPAQUE) is not walker.env.get(name, OPAQUE):
             # a squared norm one arm added to keeps its terms (each with the arm's condition): norms.py

@@ -14,11 +14,14 @@ from spmdcheck.analysis.gradients.state import (
     Bucket,
     Data,
     GradRef,
+    Instance,
     ItemList,
     ModuleObj,
     Optimizer,
     Param,
+    Partial,
     Synced,
+    spoil,
 )
 from spmdcheck.diagnostics.violations.gradients import (
     DoubleGradientReduction,
@@ -163,12 +166,21 @@ def reduce_value(
         reduce(walker, value.param, axis, average, node, api, operand)
         return True
     if isinstance(value, Bucket):
-        value.ops.append(("reduce", axis, average, node, api, operand))
-        if len(value.sources) == 1 and isinstance(value.sources[0], GradRef):
-            # a one-tensor bucket is a view of its gradient: reduced in place
-            reduce(walker, value.sources[0].param, axis, average, node, api, operand)
+        view = bucket_view(value)
+        if view is not None:  # reduced in place: its copy back into `.grad` copies the reduced values
+            reduce(walker, view.param, axis, average, node, api, operand)
+        else:
+            value.ops.append(("reduce", axis, average, node, api, operand))
         return True
     return False
+
+
+def bucket_view(bucket: Bucket) -> GradRef | None:
+    """The gradient buffer a one-tensor bucket is a view of (`_flatten_dense_tensors([g])` is `g.view(-1)`):
+    an op on the bucket is an op on that buffer, once (not again when the bucket is copied back)."""
+    if len(bucket.sources) == 1 and isinstance(bucket.sources[0], GradRef) and not bucket.sources[0].ops:
+        return bucket.sources[0]
+    return None
 
 
 def divide_value(walker: Walker, value: Any, axis: str, node: cst.CSTNode) -> bool:
@@ -177,7 +189,11 @@ def divide_value(walker: Walker, value: Any, axis: str, node: cst.CSTNode) -> bo
         divide(walker, value.param, axis, node)
         return True
     if isinstance(value, Bucket):
-        value.ops.append(("div", axis, node))
+        view = bucket_view(value)
+        if view is not None:
+            divide(walker, view.param, axis, node)
+        else:
+            value.ops.append(("div", axis, node))
         return True
     return False
 
@@ -231,14 +247,27 @@ def forget_value(walker: Walker, value: Any) -> None:
     elif isinstance(value, ItemList):
         for item in value.items:
             forget_value(walker, item)
+        spoil(value)  # the code it reached may change it
     elif isinstance(value, tuple):
         for item in value:
             forget_value(walker, item)
     elif isinstance(value, dict):
         for item in value.values():
             forget_value(walker, item)
+        spoil(value)
+    elif isinstance(value, Instance) and not value.forgotten:
+        value.forgotten = True
+        for item in value.attrs.values():
+            forget_value(walker, item)
+    elif isinstance(value, Partial):
+        for item, _ in [(value.func, None), *value.args, *value.kwargs.values()]:
+            forget_value(walker, item)
     elif isinstance(value, Bucket):
-        value.ops.append(("forget",))
+        view = bucket_view(value)
+        if view is not None:
+            walker.state.forget(view.param)
+        else:
+            value.ops.append(("forget",))
 
 
 def _escape(walker: Walker, param: Param) -> None:

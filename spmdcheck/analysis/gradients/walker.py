@@ -45,6 +45,15 @@ class Continue(Exception):  # noqa: N818
 
 
 @dataclass
+class Yields:
+    """What a generator function of the program yields, run to its end when called (exprs.py)."""
+
+    items: list[Any] = field(default_factory=list)
+    unknown: bool = False  # a `yield from` of what the walk does not follow, a yield on a path it cannot decide
+    first: GradientState | None = None  # the gradient state at the first yield
+
+
+@dataclass
 class WalkFrame:
     """One function (or module) being walked: its names, and the module whose globals it reads."""
 
@@ -52,7 +61,7 @@ class WalkFrame:
     scope: Scope
     receiver: Any = None  # `self` of a method (for super())
     cls: Any = None  # the ClassValue whose method this is
-    yields: list[Any] | None = None
+    yields: Yields | None = None  # a generator's (exprs.py `run_generator`)
 
 
 @dataclass
@@ -117,13 +126,19 @@ class Walker:
             raise GiveUp
 
     def run_function(
-        self, fn: cst.FunctionDef, scope: Scope, env: dict[str, Any], receiver: Any = None, cls: Any = None
+        self,
+        fn: cst.FunctionDef,
+        scope: Scope,
+        env: dict[str, Any],
+        receiver: Any = None,
+        cls: Any = None,
+        yields: Yields | None = None,
     ) -> Any:
         """Walk `fn`'s body with its parameters bound in `env`; its return value (OPAQUE when it has none)."""
         if id(fn) in self.call_stack or self.depth >= MAX_DEPTH:
             return OPAQUE
         saved = self.frame
-        self.frame = WalkFrame(env, scope, receiver, cls)
+        self.frame = WalkFrame(env, scope, receiver, cls, yields)
         self.call_stack.append(id(fn))
         self.depth += 1
         log = getattr(self.engine, "log", None)
@@ -155,6 +170,6 @@ def _body(fn: cst.FunctionDef) -> Sequence[cst.CSTNode]:
 
 
 def as_items(value: Any) -> list[Any] | None:
-    if isinstance(value, ItemList):
+    if isinstance(value, ItemList) and not value.spoiled:
         return value.items if len(value.items) <= MAX_ITEMS else None
     return None

@@ -1,0 +1,97 @@
+"""The engine's values of the program's globals as the gradient walk sees them (exprs.py `lookup`): its own
+functions, classes and modules as they are, library names as `Qual`, constants, process groups, and the
+idioms the engine reads (issue 20): registries (a dict literal, the entries a `@register` decorator stored),
+config objects (dataclass, SimpleNamespace), `functools.partial` bound at a module's top level."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from spmdcheck.analysis import containers
+from spmdcheck.analysis.gradients.state import OPAQUE, Group, Partial, Qual
+from spmdcheck.analysis.gradients.walker import MAX_ITEMS
+from spmdcheck.analysis.objects import NAMESPACE_CLASS, PartialValue, dataclass_fields
+from spmdcheck.analysis.values import (
+    ClassValue,
+    DictValue,
+    FunctionValue,
+    GroupValue,
+    InstanceValue,
+    LazyImport,
+    Literal,
+    ModuleRef,
+    ModuleValue,
+    PendingImport,
+)
+
+if TYPE_CHECKING:
+    from spmdcheck.analysis.gradients.walker import Walker
+
+CONSTANTS = (str, int, float, bool, type(None))
+
+
+def from_engine(walker: Walker, value: Any) -> Any:
+    """A value of the engine's module globals, as the walk sees it."""
+    if isinstance(value, PendingImport):
+        value = walker.engine.settle(value)
+    if isinstance(value, (FunctionValue, ClassValue, ModuleValue)):
+        return value
+    if isinstance(value, ModuleRef):
+        return module_or_name(walker, value.qualname)
+    if isinstance(value, LazyImport):
+        importer = getattr(walker.engine, "importer", None)
+        if importer is not None and importer.kind(f"{value.module}.{value.name}") is None:
+            if importer.kind(value.module) == "checked":
+                return from_engine(walker, walker.engine.module_attribute(value.module, value.name))
+        return module_or_name(walker, f"{value.module}.{value.name}")
+    if isinstance(value, GroupValue):
+        return Group(value.axis)
+    if isinstance(value, Literal) and isinstance(value.value, CONSTANTS):
+        return value.value
+    if isinstance(value, DictValue):  # a registry the program filled (`BUILDERS["gpt"]`), a dict of constants
+        return _engine_dict(walker, value)
+    if isinstance(value, PartialValue):  # `bound = partial(f, k=v)` at a module's top level
+        return _engine_partial(walker, value)
+    if isinstance(value, InstanceValue) and _is_record(value):
+        return value  # a config object (dataclass, SimpleNamespace): its fields read by `attribute`
+    return OPAQUE
+
+
+def _engine_dict(walker: Walker, value: DictValue) -> Any:
+    """A dict of the engine's values with constant keys, as the walk sees it (OPAQUE: a key is not constant)."""
+    items = containers.entries(walker.engine, value)  # its literal's entries, and those registered since
+    if len(items) > MAX_ITEMS:
+        return OPAQUE
+    out: dict[Any, Any] = {}
+    for key, item, _ in items:
+        if not isinstance(key, Literal) or not isinstance(key.value, CONSTANTS):
+            return OPAQUE
+        out[key.value] = from_engine(walker, item)
+    return out
+
+
+def _engine_partial(walker: Walker, value: PartialValue) -> Any:
+    args: list[tuple[Any, Any]] = []
+    kwargs: dict[str, tuple[Any, Any]] = {}
+    for keyword, item, expr in value.args:
+        if keyword is None:
+            args.append((from_engine(walker, item), expr))
+        elif keyword in ("*", "**"):
+            return OPAQUE
+        else:
+            kwargs[keyword] = (from_engine(walker, item), expr)
+    return Partial(from_engine(walker, value.func), args, kwargs)
+
+
+def _is_record(obj: InstanceValue) -> bool:
+    """An object of a dataclass or a SimpleNamespace: its fields are what was given (no module, no methods
+    the walk would have to run to read them)."""
+    return obj.cls is NAMESPACE_CLASS or dataclass_fields(obj.cls) is not None
+
+
+def module_or_name(walker: Walker, qualname: str) -> Any:
+    """A module of the program (its functions are walked), or a library name."""
+    importer = getattr(walker.engine, "importer", None)
+    if importer is not None and importer.kind(qualname) == "checked":
+        return ModuleValue(qualname)
+    return Qual(qualname)
