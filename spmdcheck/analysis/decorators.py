@@ -12,22 +12,55 @@ body reads what it needs of them itself (signature.py `function_decorations`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import libcst as cst
 
 from spmdcheck.analysis.binding import Arg
 from spmdcheck.analysis.frames import Engine, Frame
-from spmdcheck.analysis.values import FunctionValue, Value
+from spmdcheck.analysis.values import FunctionValue, InstanceValue, Value
 
 
 class Closure:
     """The names of the function a function was defined in, as they were when its `def` ran (a decorator's
-    `fn` parameter, a factory's arguments). Compared by identity: a memoised call of the function it belongs
-    to is a call of this one definition."""
+    `fn` parameter, a factory's arguments). A memoised call of the function it belongs to is keyed by the
+    names of it that function's body can read (`key`), not by the closure's identity: an inner helper defined
+    again by each run of its enclosing function is the same helper when what it reads is the same."""
 
     __slots__ = ("names",)
 
     def __init__(self, names: dict[str, Value]) -> None:
         self.names = names
+
+    def key(self, fn: cst.FunctionDef, abstract: Callable[[Value], object]) -> tuple:
+        """What of this closure a call of `fn` can depend on: each name `fn` mentions, with its value (by
+        `abstract`, as a call's arguments are), except objects, which stay themselves (by identity): a
+        summary's writes to an object it reached through the closure are not replayed onto another one."""
+        return tuple(
+            (name, value if isinstance(value, InstanceValue) else abstract(value))
+            for name in _names_mentioned(fn)
+            if (value := self.names.get(name)) is not None
+        )
+
+
+_MENTIONED: dict[int, tuple[cst.FunctionDef, tuple[str, ...]]] = {}
+
+
+def _names_mentioned(fn: cst.FunctionDef) -> tuple[str, ...]:
+    """Every name the function's text mentions (its nested functions' too), sorted; kept per definition."""
+    kept = _MENTIONED.get(id(fn))
+    if kept is not None and kept[0] is fn:
+        return kept[1]
+    names: set[str] = set()
+
+    class _Collect(cst.CSTVisitor):
+        def visit_Name(self, node: cst.Name) -> None:
+            names.add(node.value)
+
+    fn.visit(_Collect())
+    found = tuple(sorted(names))
+    _MENTIONED[id(fn)] = (fn, found)  # the node is kept with its names: its id is never another node's
+    return found
 
 
 class Undecorated(FunctionValue):

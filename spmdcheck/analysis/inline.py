@@ -152,7 +152,7 @@ def _summary_key(interp: Engine, func: FunctionValue, args: list[Arg], receiver:
                 return NUMBER if isinstance(value, DimSize) else UNKNOWN
             return (type(value).__name__, owner, getattr(value, "index", None), getattr(value, "rank", None))
         if isinstance(value, FunctionValue) and value.closure is not None:
-            return value, value.closure  # a wrapper made by another call is another function (by identity)
+            return value, value.closure.key(value.node, abstract)  # a wrapper: what it was made with
         return value
 
     try:
@@ -163,7 +163,8 @@ def _summary_key(interp: Engine, func: FunctionValue, args: list[Arg], receiver:
             interp.grad_enabled,
             interp.mesh,
             interp.checking,
-            func.closure,  # a function defined in another: this definition's names (compared by identity)
+            # a function defined in another: the names of its definition its body reads
+            func.closure.key(func.node, abstract) if func.closure is not None else None,
         )
         hash(key)
     except TypeError:
