@@ -18,6 +18,7 @@ import libcst as cst
 
 from spmdcheck.analysis.binding import Arg
 from spmdcheck.analysis.frames import Engine, Frame
+from spmdcheck.analysis.interp.loopreads import names_in
 from spmdcheck.analysis.values import FunctionValue, InstanceValue, Value
 
 
@@ -27,19 +28,23 @@ class Closure:
     names of it that function's body can read (`key`), not by the closure's identity: an inner helper defined
     again by each run of its enclosing function is the same helper when what it reads is the same."""
 
-    __slots__ = ("names",)
+    __slots__ = ("names", "_read")
 
     def __init__(self, names: dict[str, Value]) -> None:
         self.names = names
+        self._read: tuple[str, ...] | None = None  # the names of it its function mentions, once known
 
     def key(self, fn: cst.FunctionDef, abstract: Callable[[Value], object]) -> tuple:
         """What of this closure a call of `fn` can depend on: each name `fn` mentions, with its value (by
         `abstract`, as a call's arguments are), except objects, which stay themselves (by identity): a
         summary's writes to an object it reached through the closure are not replayed onto another one."""
+        if self._read is None:  # a closure belongs to the one definition whose `def` made it
+            self._read = tuple(name for name in _names_mentioned(fn) if name in self.names)
+        names = self.names
         return tuple(
             (name, value if isinstance(value, InstanceValue) else abstract(value))
-            for name in _names_mentioned(fn)
-            if (value := self.names.get(name)) is not None
+            for name in self._read
+            if (value := names.get(name)) is not None
         )
 
 
@@ -51,14 +56,7 @@ def _names_mentioned(fn: cst.FunctionDef) -> tuple[str, ...]:
     kept = _MENTIONED.get(id(fn))
     if kept is not None and kept[0] is fn:
         return kept[1]
-    names: set[str] = set()
-
-    class _Collect(cst.CSTVisitor):
-        def visit_Name(self, node: cst.Name) -> None:
-            names.add(node.value)
-
-    fn.visit(_Collect())
-    found = tuple(sorted(names))
+    found = tuple(sorted(names_in(fn)))
     _MENTIONED[id(fn)] = (fn, found)  # the node is kept with its names: its id is never another node's
     return found
 

@@ -26,7 +26,7 @@ from typing import Protocol
 import libcst as cst
 
 from spmdcheck.analysis.frames import Frame
-from spmdcheck.analysis.interp.loopreads import layout_free_fields
+from spmdcheck.analysis.interp.loopreads import layout_free_fields, names_in
 from spmdcheck.analysis.interp.syntax import block_body
 from spmdcheck.analysis.values import UNKNOWN, Literal, Seq, Value
 
@@ -104,7 +104,7 @@ def _facts(node: cst.For) -> _BodyFacts:
     walk = _BodyWalk()
     for stmt in block_body(node):
         walk.statement(stmt)
-    target = _names(node.target)
+    target = names_in(node.target)
     facts = _BodyFacts(
         may_leave=walk.own_jump or walk.exits,
         leaves_early=walk.own_jump or walk.nested_jump or walk.returns or walk.lambda_yield,
@@ -148,9 +148,9 @@ class _BodyWalk:
                 continue
             if not in_lambda:  # the conditions the body tests (a lambda's are its own)
                 if kind is cst.Comparison or kind is cst.Match:
-                    self.tested |= _names(item)
+                    self.tested |= names_in(item)
                 elif kind is cst.If or kind is cst.IfExp or kind is cst.While:
-                    self.tested |= _names(item.test)  # type: ignore[attr-defined]
+                    self.tested |= names_in(item.test)  # type: ignore[attr-defined]
             nested = in_loop or kind is cst.For or kind is cst.While
             inside = in_lambda or kind is cst.Lambda
             for name in layout_free_fields(kind):
@@ -159,22 +159,3 @@ class _BodyWalk:
                     todo.append((value, nested, inside))
                 elif type(value) is list or type(value) is tuple:
                     todo.extend((child, nested, inside) for child in value)
-
-
-def _names(node: cst.CSTNode) -> frozenset[str]:
-    """Every name in `node` (nested definitions included)."""
-    found: set[str] = set()
-    todo: list = [node]
-    while todo:
-        item = todo.pop()
-        kind = type(item)
-        if kind is cst.Name:
-            found.add(item.value)
-            continue
-        for name in layout_free_fields(kind):
-            value = getattr(item, name)
-            if isinstance(value, cst.CSTNode):
-                todo.append(value)
-            elif type(value) is list or type(value) is tuple:
-                todo.extend(value)
-    return frozenset(found)
