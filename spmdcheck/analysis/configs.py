@@ -42,17 +42,32 @@ def _class_in(interp: Engine, value: Value) -> ClassValue | None:
     return None
 
 
+_PARSED: dict[str, cst.BaseExpression | None] = {}
+
+
+def parsed_annotation(text: object) -> cst.BaseExpression | None:
+    """A string annotation's expression (None: not text, or not one we can parse), parsed once per text: the
+    annotation is read at every call of its function."""
+    if not isinstance(text, str):
+        return None
+    if text not in _PARSED:
+        if len(_PARSED) > 4096:
+            _PARSED.clear()
+        try:
+            _PARSED[text] = cst.parse_expression(text)
+        except Exception:  # noqa: BLE001 - a string annotation we cannot parse is not ours
+            _PARSED[text] = None
+    return _PARSED[text]
+
+
 def annotated_class(interp: Engine, ann: cst.BaseExpression, owner: ClassValue | None = None) -> ClassValue | None:
     """The config class an annotation names: `Linear.Config`, `"Llama3Model.Config"`, `Config` (in a method of
     the module), `FeedForward.Config | None`. None when it names something else or several classes."""
     if isinstance(ann, (cst.SimpleString, cst.ConcatenatedString)):
-        text = ann.evaluated_value
-        if not isinstance(text, str):
+        parsed = parsed_annotation(ann.evaluated_value)
+        if parsed is None:
             return None
-        try:
-            ann = cst.parse_expression(text)
-        except cst.ParserSyntaxError:
-            return None
+        ann = parsed
     if isinstance(ann, cst.BinaryOperation) and isinstance(ann.operator, cst.BitOr):
         parts = [p for p in (ann.left, ann.right) if not (isinstance(p, cst.Name) and p.value == "None")]
         return annotated_class(interp, parts[0], owner) if len(parts) == 1 else None
@@ -80,9 +95,24 @@ def _annotation_import(interp: Engine, ann: cst.BaseExpression) -> str | None:
         ann = ann.value
     if not isinstance(ann, cst.Name):
         return None
+    module = _guarded_imports(interp).get(ann.value)
+    return ".".join([module, *parts]) if module is not None else None
+
+
+_GUARDED: dict[int, tuple[cst.Module, dict[str, str]]] = {}
+
+
+def _guarded_imports(interp: Engine) -> dict[str, str]:
+    """The names the current module imports in its top-level `if` blocks, each with the qualified name it
+    stands for: read once per module (an annotation is looked up at every call of its function)."""
+    tree = interp.ctx.module
+    kept = _GUARDED.get(id(tree))
+    if kept is not None and kept[0] is tree:
+        return kept[1]
     importer = interp.ctx.module_file
-    for stmt in interp.ctx.module.body:
-        if not isinstance(stmt, cst.If):
+    found: dict[str, str] = {}
+    for stmt in tree.body:
+        if type(stmt) is not cst.If:
             continue
         for line in stmt.body.body if isinstance(stmt.body, cst.IndentedBlock) else ():
             for small in line.body if isinstance(line, cst.SimpleStatementLine) else ():
@@ -90,12 +120,16 @@ def _annotation_import(interp: Engine, ann: cst.BaseExpression) -> str | None:
                     continue
                 for alias in small.names:
                     bound = alias.asname.name if alias.asname is not None else alias.name
-                    if isinstance(bound, cst.Name) and bound.value == ann.value and isinstance(alias.name, cst.Name):
-                        source = interp.ctx.code_of(small.module) if small.module is not None else None
-                        module = resolve_import(importer, source, len(small.relative)) if importer else source
-                        if module:
-                            return ".".join([module, alias.name.value, *parts])
-    return None
+                    if not (isinstance(bound, cst.Name) and isinstance(alias.name, cst.Name)):
+                        continue
+                    source = interp.ctx.code_of(small.module) if small.module is not None else None
+                    module = resolve_import(importer, source, len(small.relative)) if importer else source
+                    if module:
+                        found.setdefault(bound.value, f"{module}.{alias.name.value}")  # the first import wins
+    if len(_GUARDED) > 4096:
+        _GUARDED.clear()
+    _GUARDED[id(tree)] = (tree, found)
+    return found
 
 
 def _checked_class(interp: Engine, qualname: str) -> Value | None:

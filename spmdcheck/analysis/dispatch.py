@@ -54,6 +54,7 @@ from spmdcheck.analysis.values import (
     SuperValue,
     TensorValue,
     TrustedForward,
+    Unknown,
     Value,
     carries_types,
     consistent,
@@ -74,6 +75,9 @@ def default_tensor_rule(qualname: str, method: bool) -> OpRule:
 
 
 def dispatch(interp: Engine, func: Value, args: list[Arg], node: cst.Call) -> Value:
+    if type(func) is Unknown:  # most calls of library code: only a planned submodule's call is known
+        planned = tp_plans.call_submodule(interp, func, args, node)
+        return planned if planned is not None else UNKNOWN
     if isinstance(func, LocalMapValue):
         return spmd_api.call_local_map(interp, func, args, node)
     if isinstance(func, dtensor_local_map.DTensorLocalMap):

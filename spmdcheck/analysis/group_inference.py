@@ -72,9 +72,7 @@ def _group_grids(module: cst.Module) -> dict[str, str]:
 
 def _declares_global(fn: cst.FunctionDef) -> bool:
     body = fn.body.body if isinstance(fn.body, cst.IndentedBlock) else ()
-    return any(
-        isinstance(line, cst.SimpleStatementLine) and any(isinstance(s, cst.Global) for s in line.body) for line in body
-    )
+    return any(type(line) is cst.SimpleStatementLine and any(type(s) is cst.Global for s in line.body) for line in body)
 
 
 class _FunctionScan:

@@ -86,13 +86,11 @@ def takes_self(fn: cst.FunctionDef) -> bool:
 def annotation_type(interp: Engine, ann: cst.BaseExpression) -> dict[str, AxisType] | None:
     """`Annotated[Tensor, Local("tp: V")]`, `Annotated[Tensor, {"tp": V}]`, `Annotated[Tensor, "tp: V"]` or
     `Local["tp: V"]` -> axes; else None."""
-    if isinstance(ann, cst.SimpleString) or isinstance(ann, cst.ConcatenatedString):
-        try:
-            inner = cst.parse_expression(ann.evaluated_value)  # type: ignore[arg-type]
-        except Exception:  # noqa: BLE001 - a string annotation we cannot parse is not ours
-            return None
-        return annotation_type(interp, inner)
-    if not isinstance(ann, cst.Subscript):
+    kind = type(ann)  # exact types: asked of every parameter of every call (an ABC check is slow)
+    if kind is cst.SimpleString or kind is cst.ConcatenatedString:
+        inner = configs.parsed_annotation(ann.evaluated_value)  # type: ignore[arg-type]
+        return annotation_type(interp, inner) if inner is not None else None
+    if kind is not cst.Subscript:
         return None
     head = interp.eval(ann.value)
     if not isinstance(head, ModuleRef):

@@ -27,21 +27,25 @@ def steps_optimizer(fn: cst.FunctionDef) -> bool:
     return _scan(_block(fn), budget)
 
 
+_COMPOUND = frozenset((cst.If, cst.For, cst.While, cst.With, cst.Try))
+
+
 def _scan(body: Sequence[cst.CSTNode], budget: list[int]) -> bool:
     for stmt in body:
         budget[0] -= 1
         if budget[0] < 0:
             return False
-        if isinstance(stmt, cst.SimpleStatementLine):
+        kind = type(stmt)  # exact types: every function of every file is scanned, and an ABC check is slow
+        if kind is cst.SimpleStatementLine:
             for small in stmt.body:
                 if (
-                    isinstance(small, cst.Expr)
-                    and isinstance(small.value, cst.Call)
-                    and isinstance(small.value.func, cst.Attribute)
+                    type(small) is cst.Expr
+                    and type(small.value) is cst.Call
+                    and type(small.value.func) is cst.Attribute
                     and small.value.func.attr.value == "step"
                 ):
                     return True
-        elif isinstance(stmt, (cst.If, cst.For, cst.While, cst.With, cst.Try)):
+        elif kind in _COMPOUND:
             if _scan(_block(stmt), budget):
                 return True
             orelse = getattr(stmt, "orelse", None)

@@ -55,6 +55,7 @@ from spmdcheck.analysis.values import (
     TensorValue,
     TrustedForward,
     TypeValue,
+    Unknown,
     Value,
     join,
 )
@@ -158,7 +159,8 @@ class Evaluator:
 
     def eval_Name(self, node: cst.Name) -> Value:
         value = self.lookup(node.value)
-        if isinstance(value, (ModuleRef, LazyImport)):  # the only values `resolve_ref`/`resolve_lazy` change
+        kind = type(value)
+        if kind is ModuleRef or kind is LazyImport:  # the only values `resolve_ref`/`resolve_lazy` change
             return self.engine.resolve_lazy(self.resolve_ref(value))
         return value
 
@@ -192,6 +194,8 @@ class Evaluator:
             if key in env:
                 return env[key]
         base = self.eval(node.value)
+        if type(base) is Unknown:
+            return UNKNOWN  # no attribute of an unknown value is known (most attributes of library code)
         attr = node.attr.value
         if isinstance(base, (ModuleValue, InstanceValue, ClassValue)):
             return self.engine.resolve_lazy(self.object_attribute(base, attr))

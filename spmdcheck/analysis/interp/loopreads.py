@@ -231,10 +231,23 @@ def _read(node: cst.CSTNode | None, defined: set[str], exposed: set[str]) -> Non
             fields = _fields_of[kind] = _node_fields(kind)
         for name in fields:
             value = getattr(item, name)
-            if isinstance(value, cst.CSTNode):
+            node = NODE_KINDS.get(type(value))
+            if node is None:
+                node = is_node_kind(type(value))
+            if node:
                 todo.append(value)
             elif type(value) is list or type(value) is tuple:
                 todo.extend(value)
+
+
+NODE_KINDS: dict[type, bool] = {}  # per type: whether it is a libcst node (read inline in the walks below)
+
+
+def is_node_kind(kind: type) -> bool:
+    """Whether `kind` is a libcst node class, memoised in NODE_KINDS: `isinstance(v, cst.CSTNode)` goes through
+    the ABC machinery on every call, and the walks ask it of every field of every node."""
+    found = NODE_KINDS[kind] = isinstance(kind, type) and issubclass(kind, cst.CSTNode)
+    return found
 
 
 def layout_free_fields(kind: type) -> tuple[str, ...]:
@@ -258,7 +271,10 @@ def names_in(node: cst.CSTNode) -> frozenset[str]:
             continue
         for name in layout_free_fields(kind):
             value = getattr(item, name)
-            if isinstance(value, cst.CSTNode):
+            node = NODE_KINDS.get(type(value))
+            if node is None:
+                node = is_node_kind(type(value))
+            if node:
                 todo.append(value)
             elif type(value) is list or type(value) is tuple:
                 todo.extend(value)

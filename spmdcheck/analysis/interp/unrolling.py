@@ -26,7 +26,7 @@ from typing import Protocol
 import libcst as cst
 
 from spmdcheck.analysis.frames import Frame
-from spmdcheck.analysis.interp.loopreads import layout_free_fields, names_in
+from spmdcheck.analysis.interp.loopreads import NODE_KINDS, is_node_kind, layout_free_fields, names_in
 from spmdcheck.analysis.interp.syntax import block_body
 from spmdcheck.analysis.values import UNKNOWN, Literal, Seq, Value
 
@@ -155,7 +155,10 @@ class _BodyWalk:
             inside = in_lambda or kind is cst.Lambda
             for name in layout_free_fields(kind):
                 value = getattr(item, name)
-                if isinstance(value, cst.CSTNode):
+                node = NODE_KINDS.get(type(value))
+                if node is None:
+                    node = is_node_kind(type(value))
+                if node:
                     todo.append((value, nested, inside))
                 elif type(value) is list or type(value) is tuple:
                     todo.extend((child, nested, inside) for child in value)
