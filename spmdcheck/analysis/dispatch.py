@@ -75,9 +75,14 @@ def default_tensor_rule(qualname: str, method: bool) -> OpRule:
 
 
 def dispatch(interp: Engine, func: Value, args: list[Arg], node: cst.Call) -> Value:
-    if type(func) is Unknown:  # most calls of library code: only a planned submodule's call is known
+    kind = type(func)  # the commonest callees first, by exact type (none is a subclass of a later case)
+    if kind is Unknown:  # most calls of library code: only a planned submodule's call is known
         planned = tp_plans.call_submodule(interp, func, args, node)
         return planned if planned is not None else UNKNOWN
+    if kind is BuiltinValue:
+        return _call_builtin(interp, func, args, node)
+    if kind is FunctionValue:
+        return _call_checked_function(interp, func, args, node)
     if isinstance(func, LocalMapValue):
         return spmd_api.call_local_map(interp, func, args, node)
     if isinstance(func, dtensor_local_map.DTensorLocalMap):
@@ -129,13 +134,7 @@ def dispatch(interp: Engine, func: Value, args: list[Arg], node: cst.Call) -> Va
         receiver_node = node.func.value if isinstance(node.func, cst.Attribute) else node
         return apply_rule(interp, rule, [(None, func.receiver, receiver_node), *args], node)
     if isinstance(func, FunctionValue):
-        declared = _declared_rule(interp, func)
-        if declared is not None:
-            return apply_rule(interp, declared, args, node)  # a stub (or a config key) describes this helper
-        forwarded = decorators.forwarded(func, args)  # `call(fn, *args, **kwargs)`: `fn` called right here
-        if forwarded is not None:
-            return dispatch(interp, forwarded[0], forwarded[1], node)
-        return call_function(interp, func, args, node)
+        return _call_checked_function(interp, func, args, node)
     if isinstance(func, configs.ConfigBuilder):
         return configs.build_module(interp, func) or UNKNOWN  # `config.w1.build()`: a typed field's module
     if isinstance(func, MethodValue):
@@ -167,6 +166,17 @@ def dispatch(interp: Engine, func: Value, args: list[Arg], node: cst.Call) -> Va
         return _call_builtin(interp, func, args, node)
     planned = tp_plans.call_submodule(interp, func, args, node)  # `self.w1(x)` of a tensor-parallel plan
     return planned if planned is not None else UNKNOWN
+
+
+def _call_checked_function(interp: Engine, func: FunctionValue, args: list[Arg], node: cst.Call) -> Value:
+    """A call of a function of the program: its stub or config rule when one describes it, else its body."""
+    declared = _declared_rule(interp, func)
+    if declared is not None:
+        return apply_rule(interp, declared, args, node)  # a stub (or a config key) describes this helper
+    forwarded = decorators.forwarded(func, args)  # `call(fn, *args, **kwargs)`: `fn` called right here
+    if forwarded is not None:
+        return dispatch(interp, forwarded[0], forwarded[1], node)
+    return call_function(interp, func, args, node)
 
 
 def _call_builtin(interp: Engine, func: BuiltinValue, args: list[Arg], node: cst.Call) -> Value:

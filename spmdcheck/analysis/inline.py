@@ -142,9 +142,10 @@ def _summary_key(interp: Engine, func: FunctionValue, args: list[Arg], receiver:
     passed = [receiver, *(v for _, v, _ in args)]
 
     def abstract(value: Value) -> object:
-        if isinstance(value, InstanceValue):
+        kind = type(value)  # exact types (none of these has a subclass): asked of every argument of every call
+        if kind is InstanceValue:
             return (value.snapshot(), configs.slot_key(interp, value))
-        if isinstance(value, (DimSize, ShapeValue)):
+        if kind is DimSize or kind is ShapeValue:
             # a size matters to the callee only as the size of a tensor it is given (a view of that tensor
             # keeps the dim); any other size is just a number, and calls given one share their summary
             owner = next((i for i, v in enumerate(passed) if v is value.tensor), None)

@@ -113,6 +113,6 @@ class LoopRunner:
 def _loop_widen(value: Value) -> Value:
     # Alternatives created by a loop's back edge describe iterations, not user branches:
     # keep them bounded by widening to what all iterations agree on.
-    if isinstance(value, Alternatives) and len(value.options) > 2:
+    if type(value) is Alternatives and len(value.options) > 2:  # exact type: asked of every name of every pass
         return widen([t for t, _ in value.options])
     return value
