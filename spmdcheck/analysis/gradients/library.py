@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 
-from spmdcheck.analysis.gradients import accumulation, norms, sync
+from spmdcheck.analysis.gradients import accumulation, loops, norms, sync
 from spmdcheck.analysis.gradients.state import (
     OPAQUE,
     Bucket,
@@ -315,6 +315,9 @@ def call_builtin(walker: Walker, name: str, args: list, kwargs: dict, node: cst.
         elif isinstance(values[0], ModuleObj):
             values[0].attrs[values[1]] = values[2]
         return None
+    counted = _counted_builtin(walker, name, args)
+    if counted is not None:
+        return counted
     if name == "zip" and values:
         lists = [_items(v) for v in values]
         if any(items is None for items in lists):
@@ -344,6 +347,38 @@ def call_builtin(walker: Walker, name: str, args: list, kwargs: dict, node: cst.
     for value in values:
         sync.forget_value(walker, value) if not isinstance(value, (Data, str, int, float)) else None
     return OPAQUE
+
+
+def _counted_builtin(walker: Walker, name: str, args: list) -> Any:
+    """`range(n)`, and `zip` / `enumerate` / `list` / `tuple` / `len` of counted sequences (loops.py); None:
+    none of these."""
+    values = [counted_of(v) or v for v, _ in args]
+    if name == "range" and len(args) == 1:
+        return loops.counted_range(values[0], walker.text(args[0][1]))
+    if not values or not any(isinstance(v, loops.Counted) for v in values):
+        return None
+    if name == "zip":
+        return loops.combined(values, tuple) or OPAQUE
+    first = values[0]
+    if not isinstance(first, loops.Counted) or len(values) != 1:
+        return None
+    if name == "enumerate":
+        return loops.Counted(first.count, lambda i: (i, first.element(i)))
+    if name in ("list", "tuple"):
+        return first
+    if name == "len":
+        return loops.length(first)
+    return None
+
+
+def counted_of(value: Any) -> loops.Counted | None:
+    """`value` as a counted sequence: a `loops.Counted`, or `x.chunk(n)` (n micro-batches made as `x` is)."""
+    if isinstance(value, loops.Counted):
+        return value
+    if isinstance(value, Chunks) and isinstance(value.size, loops.Count):
+        base = value.base
+        return loops.Counted(value.size, lambda _: Data(base.shard_axes, base.divisions, base.models))
+    return None
 
 
 _KEYS = (str, int, bool, type(None), Dtype)  # dict keys the walk compares as Python does
@@ -470,7 +505,10 @@ def call_method(walker: Walker, receiver: Any, name: str, args: list, kwargs: di
 def _tensor_method(walker: Walker, receiver: Any, name: str, args: list, kwargs: dict, node: cst.Call) -> Any:
     data = receiver if isinstance(receiver, Data) else Data()
     if name == "chunk" and args:
-        return Chunks(data, args[0][0])
+        size = args[0][0]
+        if not isinstance(size, (int, WorldSize)) or isinstance(size, bool):  # a count the walk names (loops.py)
+            size = loops.count_of(size, walker.text(args[0][1])) or size
+        return Chunks(data, size)
     if name == "backward" and isinstance(receiver, Data):
         sync.backward(walker, receiver, node)
         return None

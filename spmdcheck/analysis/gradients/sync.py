@@ -91,7 +91,9 @@ def accumulate(old: AxisGrad | None, new: AxisGrad) -> AxisGrad:
     if old is None:
         return new
     if old.status == "summed":
-        return replace(new, synced_before=old.reduced_at)
+        # a plain sum (not an average, not DDP's): summing the whole buffer again counts that part once more
+        plain = not old.by_ddp and len(old.divisions) <= len(new.divisions)
+        return replace(new, synced_before=old.reduced_at if plain else None)
     if new.status == "summed":  # a DDP backward reduces the whole accumulated buffer
         return new
     return replace(old, synced_before=old.synced_before or new.synced_before)
@@ -126,6 +128,9 @@ def reduce(
     if grad.status == "summed":
         first = None if grad.by_ddp or grad.reduced_at is None else walker.site(grad.reduced_at)
         walker.report(DoubleGradientReduction(api, operand, axis, grad.by_ddp, first), node)
+        return
+    if grad.synced_before is not None and not average:
+        accumulation.report_resummed(walker, param, axis, grad.synced_before, node, api)
         return
     reduced = AxisGrad("summed", node, False, grad.divisions)
     if average:
