@@ -21,6 +21,7 @@ from spmdcheck.analysis.gradients.state import (
     GradRef,
     Instance,
     ItemList,
+    Mesh,
     MethodRef,
     ModuleObj,
     Optimizer,
@@ -220,6 +221,9 @@ def subscript(walker: Walker, expr: cst.Subscript) -> Any:
         return Data(value.base.shard_axes, value.base.divisions, value.base.models)
     if isinstance(value, RepeatedDict):
         return value["*"]
+    if isinstance(value, Mesh):  # `mesh["dp"]`, `mesh["dp", "tp"]`: the sub-mesh over those axes
+        names = index if isinstance(index, tuple) else (index,)
+        return Mesh(names) if all(isinstance(n, str) and n in value.axes for n in names) else OPAQUE
     counted = library.counted_of(value)
     if counted is not None and isinstance(index, (int, loops.LoopIndex)) and not isinstance(index, bool):
         return counted.element(index)  # `batches[i]` in a loop over `range(len(batches))`
@@ -400,8 +404,6 @@ def iterate(walker: Walker, value: Any) -> list[Any] | None:
     chunks = library.chunk_items(value)
     if chunks is not None:
         return chunks
-    if isinstance(value, loops.Counted):  # `range(n)`: its elements when n is known (loops.py)
-        return value.items()
     if isinstance(value, Instance):  # an object of the program with an `__iter__`
         method = attribute(walker, value, "__iter__")
         if isinstance(method, MethodRef):

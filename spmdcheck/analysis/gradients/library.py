@@ -19,6 +19,7 @@ from spmdcheck.analysis.gradients.state import (
     Group,
     Instance,
     ItemList,
+    Mesh,
     ModuleObj,
     Optimizer,
     Param,
@@ -184,6 +185,10 @@ def call_library(walker: Walker, name: str, args: list, kwargs: dict, node: cst.
             return found
     if last == "DistributedDataParallel":
         return _ddp(walker, args, kwargs, node)
+    if name in GRADIENT_SHARDERS:
+        return _fully_shard(walker, name, args, kwargs, node)
+    if name in MESH_FACTORIES:
+        return _device_mesh(walker, name, args, kwargs)
     if ".optim." in name and last[:1].isupper():
         params, _ = _arg(args, kwargs, 0, "params")
         return Optimizer(_param_list(params))
@@ -273,6 +278,61 @@ def _ddp(walker: Walker, args: list, kwargs: dict, node: cst.Call) -> Any:
     if known and axis is not None:
         wrapper.ddp_axis, wrapper.ddp_node = axis, walker.remember(node)
     return wrapper
+
+
+# Library calls after which backward() reduces the gradients of a module's parameters itself (rules as data):
+# qualified name -> (the module argument's index and keyword, the mesh keyword). FSDP2's `fully_shard`
+# reduce-scatters every gradient over its mesh (the world's when none is given) and averages it.
+GRADIENT_SHARDERS = {
+    "torch.distributed.fsdp.fully_shard": (0, "module", "mesh"),
+    "torch.distributed._composable.fsdp.fully_shard": (0, "module", "mesh"),
+    "torch.distributed._composable.fsdp.fully_shard.fully_shard": (0, "module", "mesh"),
+    "torch.distributed.fsdp._fully_shard.fully_shard": (0, "module", "mesh"),
+    "torch.distributed.fsdp._fully_shard._fully_shard.fully_shard": (0, "module", "mesh"),
+}
+# Device mesh constructors: qualified name -> the keyword naming the mesh's dims
+MESH_FACTORIES = {
+    "torch.distributed.device_mesh.init_device_mesh": "mesh_dim_names",
+    "torch.distributed.init_device_mesh": "mesh_dim_names",
+}
+
+
+def _fully_shard(walker: Walker, name: str, args: list, kwargs: dict, node: cst.Call) -> Any:
+    """`fully_shard(module, mesh=...)`: the parameters of `module` (a module or a list of them) get their
+    gradients averaged over the mesh's axes in backward(); a mesh the walk cannot place on the checked mesh
+    leaves them unknown (as any call it does not follow)."""
+    index, module_name, mesh_name = GRADIENT_SHARDERS[name]
+    target, _ = _arg(args, kwargs, index, module_name)
+    mesh = kwargs[mesh_name][0] if mesh_name in kwargs else None
+    axes: tuple[str, ...] | None
+    if mesh is None:
+        world = world_axis(walker)
+        axes = (world,) if world is not None else None
+    else:
+        axes = mesh.axes if isinstance(mesh, Mesh) else None
+    modules = target.items if isinstance(target, ItemList) and not target.spoiled else [target]
+    if axes is None or not all(isinstance(m, ModuleObj) for m in modules):
+        for value, _ in [*args, *kwargs.values()]:
+            sync.forget_value(walker, value)
+        return OPAQUE
+    reduced = frozenset(a for a in axes if a in walker.mesh)
+    for module in modules:
+        for _, param in module.named_parameters():
+            param.sharded_by = (reduced, walker.remember(node))
+    return target
+
+
+def _device_mesh(walker: Walker, name: str, args: list, kwargs: dict) -> Any:
+    """`init_device_mesh(device, shape, mesh_dim_names=("dp",))`: a mesh over the named axes (without names,
+    the world's axis for a one-dim mesh)."""
+    names = kwargs[MESH_FACTORIES[name]][0] if MESH_FACTORIES[name] in kwargs else None
+    if isinstance(names, tuple) and names and all(isinstance(n, str) for n in names):
+        return Mesh(names)
+    shape, _ = _arg(args, kwargs, 1, "mesh_shape")
+    world = world_axis(walker)
+    if (names is None) and isinstance(shape, tuple) and len(shape) == 1 and world is not None:
+        return Mesh((world,))
+    return OPAQUE
 
 
 def _param_list(value: Any) -> list[Param] | None:

@@ -125,7 +125,11 @@ def exec_for(walker: Walker, node: cst.For) -> None:
         if steps:  # a training loop: a zero_grad() the walk cannot see may part its iterations
             exec_unknown_loop(walker, node.body.body, node.target)
             return
-        if backward and counted.items() is None:  # a micro-batch loop of an unknown count (loops.py)
+        items = counted.items()
+        if items is not None:  # a known count: iteration by iteration
+            _exec_iterations(walker, node, items)
+            return
+        if backward:  # a micro-batch loop of an unknown count (loops.py)
             _exec_iterations(walker, node, [counted.element(i) for i in counted.indices()])
             return
     items = exprs.iterate(walker, iterable)
