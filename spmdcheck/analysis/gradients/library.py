@@ -624,6 +624,6 @@ def _grad_method(walker: Walker, grad: GradRef, name: str, values: list, node: c
     if name.endswith("_") or name in ("register_hook",):
         walker.state.forget(grad.param)
         return grad
-    if name in ("clone", "detach", "float", "contiguous", "view", "reshape", "flatten"):
+    if name in ("clone", "detach", "float", "contiguous", "view", "reshape", "flatten", "to_local"):
         return GradRef(grad.param, grad.ops)
     return OPAQUE
