@@ -207,7 +207,13 @@ def call_library(walker: Walker, name: str, args: list, kwargs: dict, node: cst.
         obj = ModuleObj(last)
         library_module_init(walker, name, obj, args, kwargs)
         return obj
+    if name.startswith("torch.") and last in _NORM_CALLS:
+        found = _norm_call(walker, last, args, kwargs, node)
+        if found is not None:
+            return found
     if last in _PURE_GRAD_READERS:
+        for value, _ in [*args, *kwargs.values()]:
+            norms.used(walker, value)  # `clip_grads_with_norm_(params, max_norm, total_norm)`
         return OPAQUE
     values = [v for v, _ in [*args, *kwargs.values()]]
     for value in values:
@@ -216,6 +222,33 @@ def call_library(walker: Walker, name: str, args: list, kwargs: dict, node: cst.
         return merge_data(values)
     for value in values:
         sync.forget_value(walker, value)
+    return OPAQUE
+
+
+_NORM_CALLS = frozenset({"_foreach_norm", "stack", "get_total_norm", "clip_grad_norm_"})
+
+
+def _norm_call(walker: Walker, last: str, args: list, kwargs: dict, node: cst.Call) -> Any:
+    """Global-norm clipping's library calls (norms.py): `torch._foreach_norm(grads, ord)`, `torch.stack` of
+    norms, `torch.nn.utils.get_total_norm(grads, norm_type)`, `clip_grad_norm_(params, max_norm, norm_type)`
+    (`foreach=` changes how, not what, they compute); None: not on gradients the walk knows."""
+    if last == "_foreach_norm":
+        tensors, _ = _arg(args, kwargs, 0, "self")
+        order, given = _arg(args, kwargs, 1, "ord")
+        found = norms.foreach_norm(walker, tensors, order if given else 2)
+        return None if found is None else ItemList(list(found))
+    if last == "stack":
+        return norms.stack(_arg(args, kwargs, 0, "tensors")[0])
+    order, given = _arg(args, kwargs, 1 if last == "get_total_norm" else 2, "norm_type")
+    if last == "get_total_norm":
+        return norms.total_norm(walker, _arg(args, kwargs, 0, "tensors")[0], order if given else 2)
+    params = _param_list(_arg(args, kwargs, 0, "parameters")[0])
+    if params is None:
+        return None
+    grads = ItemList([GradRef(p) for p in params])
+    norm = norms.total_norm(walker, grads, order if given else 2)
+    if norm is not None:
+        norms.clipped_locally(walker, norm, node)
     return OPAQUE
 
 
