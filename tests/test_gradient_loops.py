@@ -30,6 +30,12 @@ def sync(model, op=dist.ReduceOp.SUM):
 
 # each loop header with the statement of its body that runs one micro-batch; `last` is its last-iteration test
 LOOPS = {
+    "range-from-zero": (
+        "xs, ys = shard(inputs).chunk(n), shard(targets).chunk(n)\n"
+        "for i in range(0, n):\n"
+        "    F.mse_loss(model(xs[i]), ys[i]).backward()",
+        "i == n - 1",
+    ),
     "range-unknown": (
         "xs, ys = shard(inputs).chunk(n), shard(targets).chunk(n)\n"
         "for i in range(n):\n"

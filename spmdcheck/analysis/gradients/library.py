@@ -408,7 +408,7 @@ def call_builtin(walker: Walker, name: str, args: list, kwargs: dict, node: cst.
         elif isinstance(values[0], ModuleObj):
             values[0].attrs[values[1]] = values[2]
         return None
-    counted = _counted_builtin(walker, name, args)
+    counted = _counted_builtin(walker, name, args, kwargs)
     if counted is not None:
         return counted
     if name == "zip" and values:
@@ -442,12 +442,13 @@ def call_builtin(walker: Walker, name: str, args: list, kwargs: dict, node: cst.
     return OPAQUE
 
 
-def _counted_builtin(walker: Walker, name: str, args: list) -> Any:
+def _counted_builtin(walker: Walker, name: str, args: list, kwargs: dict) -> Any:
     """`range(n)`, and `zip` / `enumerate` / `list` / `tuple` / `len` of counted sequences (loops.py); None:
     none of these."""
     values = [counted_of(v) or v for v, _ in args]
-    if name == "range" and len(args) == 1:
-        return loops.counted_range(values[0], walker.text(args[0][1]))
+    if name == "range" and 1 <= len(args) <= 3 and not kwargs:
+        counted_range = loops.counted_range([v for v, _ in args], [walker.text(e) for _, e in args])
+        return OPAQUE if counted_range is None else counted_range
     if not values or not any(isinstance(v, loops.Counted) for v in values):
         return None
     if name == "zip":

@@ -77,9 +77,20 @@ def count_of(value: Any, text: str) -> int | Count | None:
     return Count(text) if text else None
 
 
-def counted_range(value: Any, text: str) -> Counted | None:
-    """`range(n)`: its indices."""
-    count = count_of(value, text)
+def _constant(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def counted_range(values: list[Any], texts: list[str]) -> Counted | None:
+    """`range(n)`, `range(0, n)`, `range(a, b, step)` of constants: its indices; None for a range of an unknown
+    count that does not start at 0 by one (`range(1, n)`)."""
+    if all(_constant(v) for v in values):
+        indices = range(*values)
+        if 0 <= len(indices) <= MAX_COUNT:
+            return Counted(len(indices), lambda i: indices[i] if isinstance(i, int) else i)
+    if len(values) > 2 or (len(values) == 2 and values[0] != 0) or (_constant(values[-1]) and values[-1] < 0):
+        return None
+    count = count_of(values[-1], texts[-1])
     return None if count is None else Counted(count, lambda i: i)
 
 
