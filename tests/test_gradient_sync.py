@@ -480,3 +480,28 @@ def test_fully_shard_averages_the_gradients_over_its_mesh_in_backward(mesh, mesh
     assert len(found) == len(expected)
     for (line, code), (text, expected_code) in zip(found, expected):
         assert text in line and code == expected_code, (line, code)
+
+
+FSDP_ACCUMULATION = """
+from torch.distributed.fsdp import fully_shard
+
+
+def train_step(x, y):
+    model = nn.Linear(8, 4)
+    fully_shard(model)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for i, (micro_x, micro_y) in enumerate(zip(shard(x).chunk(4), shard(y).chunk(4))):
+        model.set_requires_gradient_sync({flag})
+        F.mse_loss(model(micro_x), micro_y).backward()
+    optimizer.step()
+"""
+
+
+@pytest.mark.parametrize(
+    "flag,reported",
+    [("i == 3", False), ("True", False), ("False", True), ("i < 3", True)],
+    ids=["last-only", "every", "never", "all-but-last"],
+)
+def test_fully_shard_gradient_sync_switched_off_for_micro_batches(flag, reported, registry):
+    found = _codes(_check(FSDP_ACCUMULATION.format(flag=flag), ("dp",), registry))
+    assert [code for _, code in found] == (["SPMD601"] if reported else [])

@@ -55,7 +55,8 @@ Interface (for code building on it: hooks, `no_sync()`, accumulation, clipping):
 * **FSDP2.** `fully_shard(module, mesh=...)` (library.py `GRADIENT_SHARDERS`, a table of library names)
   marks each parameter `Param.sharded_by` the mesh's axes (`state.Mesh`: `init_device_mesh(...,
   mesh_dim_names=...)`, `mesh["dp"]`, the engine's mesh values; the world's without one): backward() averages
-  its gradient there (`AxisGrad.wrapper` names it in SPMD602/606). A mesh the walk cannot place forgets them.
+  its gradient there (`AxisGrad.wrapper` names it in SPMD602/606), unless `set_requires_gradient_sync(False)`
+  switched it off (`Param.sharded_sync`: pending, as without it). A mesh the walk cannot place forgets them.
 * **Accumulation (SPMD604)** and **clipping (SPMD605)** are accumulation.py (hooks, `no_sync()` contexts,
   micro-batch loops, the gradients a step finds never synced: `claim_unsynced`) and norms.py (squared norms of
   gradients - `grad.norm()`, `torch._foreach_norm`, `get_total_norm`, `clip_grad_norm_` - the rank conditions

@@ -355,6 +355,21 @@ def _fully_shard(walker: Walker, name: str, args: list, kwargs: dict, node: cst.
     return target
 
 
+def _set_sharded_sync(module: ModuleObj, args: list, kwargs: dict) -> bool:
+    """FSDP2's `module.set_requires_gradient_sync(flag)` (every FSDP module under it): whether backward()
+    reduce-scatters the gradients of its parameters; False: not such a call the walk can follow."""
+    flag, _ = _arg(args, kwargs, 0, "requires_gradient_sync")
+    recurse, given = _arg(args, kwargs, 1, "recurse")
+    params = [p for _, p in module.named_parameters()]
+    if not isinstance(flag, bool) or (given and recurse is not True) or not params:
+        return False
+    if not all(p.sharded_by is not None for p in params):
+        return False
+    for param in params:
+        param.sharded_sync = flag
+    return True
+
+
 def _device_mesh(walker: Walker, name: str, args: list, kwargs: dict) -> Any:
     """`init_device_mesh(device, shape, mesh_dim_names=("dp",))`: a mesh over the named axes (without names,
     the world's axis for a one-dim mesh)."""
@@ -637,6 +652,8 @@ def _module_method(walker: Walker, obj: ModuleObj, name: str, args: list, kwargs
         return accumulation.register_module_hook(walker, obj, args, node)
     if name == "no_sync" and obj.ddp_axis is not None:
         return accumulation.no_sync_of(obj, walker.remember(node))
+    if name == "set_requires_gradient_sync" and _set_sharded_sync(obj, args, kwargs):
+        return None
     for value, _ in args:
         sync.forget_value(walker, value)
     sync.forget_value(walker, obj)

@@ -36,6 +36,7 @@ class Param:
     escaped: bool = False  # passed to code the walk does not follow: its gradient is never known again
     # FSDP2 `fully_shard(module, mesh=...)`: the mesh axes backward() averages its gradient over, and the call
     sharded_by: tuple[frozenset[str], cst.CSTNode] | None = None
+    sharded_sync: bool = True  # FSDP2's `set_requires_gradient_sync(False)`: backward() leaves it pending
 
 
 @dataclass(eq=False)

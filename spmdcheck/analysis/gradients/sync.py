@@ -80,7 +80,7 @@ def backward(walker: Walker, loss: Data, node: cst.CSTNode) -> None:
                     if divisions:
                         walker.report(GradientAveragedTwice(axis, by_ddp=True), divisions[0])
                     grad = AxisGrad("summed", model.ddp_node, True, (*divisions, model.ddp_node))  # type: ignore[arg-type]
-                elif param.sharded_by is not None and axis in param.sharded_by[0]:
+                elif param.sharded_by is not None and axis in param.sharded_by[0] and param.sharded_sync:
                     grad = _sharded_grad(walker, param.sharded_by[1], axis, divisions)
                 # repeated backward() calls add into `.grad` (`accumulate`); hooks and no_sync(): accumulation.py
                 walker.state.set(param, axis, accumulation.accumulate(walker, param, axis, grad, node, accumulate))
