@@ -225,3 +225,104 @@ def test_squared_norm_reduction(counted, reduction, reported):
     source = CLIP.format(counted=counted, reduction=reduction)
     found = _codes(source, ("tp",))
     assert found == ([(_line_of(source, reduction), "SPMD605")] if reported else [])
+
+
+FOREACH = """
+import torch
+import torch.distributed as dist
+from torch import nn
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(16, 8).chunk(dist.get_world_size())[dist.get_rank()])
+        self.weight.tensor_model_parallel = True
+        self.norm = nn.LayerNorm(8)
+
+    def forward(self, x):
+        return self.norm(x) @ self.weight.t()
+
+
+def clip(parameters):
+    grads = []
+    for p in parameters:
+        if {counted}:
+            grads.append(p.grad)
+    {total}
+    {reduction}
+    return total.sqrt()
+
+
+def train_step(batch):
+    model = Block()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    model(batch).sum().backward()
+    clip(model.parameters())
+    optimizer.step()
+"""
+
+TOTALS = {
+    "foreach": "total = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads, 2.0)), 2.0) ** 2",
+    "foreach-each": (
+        "norms = torch._foreach_norm(grads)\n"
+        "    total = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(n) for n in norms])) ** 2"
+    ),
+    "get_total_norm": "total = torch.nn.utils.get_total_norm(grads, 2.0, foreach=True) ** 2.0",
+    "p-norm": "total = torch.nn.utils.get_total_norm(grads, norm_type=3) ** 3",
+}
+
+
+@pytest.mark.parametrize("total", sorted(TOTALS))
+@pytest.mark.parametrize(
+    "counted,reduction,reported",
+    [
+        (ONE_RANK, "dist.all_reduce(total)", False),
+        ("True", "dist.all_reduce(total)", True),  # the LayerNorm counted on every tp rank
+        (ONE_RANK, "pass", False),  # never reduced: maybe a per-rank norm for logging, not reported
+        ("True", "dist.all_reduce(total, op=dist.ReduceOp.MAX)", False),  # not a sum
+    ],
+)
+def test_squared_norm_of_foreach_and_total_norms(total, counted, reduction, reported):
+    source = FOREACH.format(counted=counted, total=TOTALS[total], reduction=reduction)
+    found = _codes(source, ("tp",))
+    assert found == ([(_line_of(source, reduction), "SPMD605")] if reported else [])
+
+
+def test_a_norm_squared_to_another_power_than_its_order_is_not_followed():
+    total = "total = torch.nn.utils.get_total_norm(grads, 3.0) ** 2"
+    source = FOREACH.format(counted="True", total=total, reduction="dist.all_reduce(total)")
+    assert _codes(source, ("tp",)) == []
+
+
+CLIP_GRAD_NORM = """
+import torch
+import torch.distributed as dist
+from torch import nn
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(16, 8).chunk(dist.get_world_size())[dist.get_rank()])
+        self.weight.tensor_model_parallel = {sharded}
+        self.norm = nn.LayerNorm(8)
+
+    def forward(self, x):
+        return self.norm(x) @ self.weight.t()
+
+
+def train_step(batch):
+    model = Block()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    model(batch).sum().backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=True)
+    optimizer.step()
+"""
+
+
+@pytest.mark.parametrize("sharded,reported", [("True", True), ("False", False)])
+def test_clip_grad_norm_takes_the_norm_of_this_ranks_shards(sharded, reported):
+    source = CLIP_GRAD_NORM.format(sharded=sharded)
+    found = _codes(source, ("tp",))
+    assert found == ([(_line_of(source, "clip_grad_norm_"), "SPMD605")] if reported else [])

@@ -434,3 +434,74 @@ def test_a_dict_filled_by_a_method_the_walk_does_not_model_is_not_read_as_empty(
         "        dist.all_reduce(p.grad)"
     )
     assert _check(_step(sync), registry=registry) == []
+
+
+FSDP = """
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import fully_shard
+
+
+def train_step(x, y):
+    {mesh}
+    model = nn.Sequential(nn.Linear(8, 16), nn.Linear(16, 4))
+    for layer in model:
+        fully_shard(layer{mesh_arg})
+    fully_shard(model{mesh_arg})
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    loss = F.mse_loss(model(shard(x)), shard(y))
+    {loss}.backward()
+    {sync}
+    optimizer.step()
+"""
+
+ONE_DIM = 'mesh = init_device_mesh("cpu", (dist.get_world_size(),), mesh_dim_names=("dp",))'
+TWO_DIM = 'mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))["dp"]'
+REDUCE_AFTER = "for p in model.parameters():\n        dist.all_reduce(p.grad)"
+DIVIDED = "(loss / dist.get_world_size())"
+
+
+@pytest.mark.parametrize(
+    "mesh,mesh_arg,loss,sync,expected",
+    [
+        ("pass", "", "loss", "pass", []),  # the world's mesh: every gradient averaged over dp in backward
+        (ONE_DIM, ", mesh=mesh", "loss", "pass", []),
+        (TWO_DIM, ", mesh=mesh", "loss", "pass", []),  # the dp dim of a dp x tp mesh
+        ("pass", "", "loss", REDUCE_AFTER, [("dist.all_reduce(p.grad)", "SPMD602")]),
+        (ONE_DIM, ", mesh=mesh", DIVIDED, "pass", [(DIVIDED, "SPMD606")]),
+        ("mesh = make_mesh()", ", mesh=mesh", "loss", "pass", []),  # a mesh the walk cannot place: unknown
+    ],
+    ids=["world", "one-dim", "dp-of-two-dims", "all-reduce-after", "loss-divided", "unknown-mesh"],
+)
+def test_fully_shard_averages_the_gradients_over_its_mesh_in_backward(mesh, mesh_arg, loss, sync, expected, registry):
+    source = FSDP.format(mesh=mesh, mesh_arg=mesh_arg, loss=loss, sync=sync)
+    mesh_axes = ("dp", "tp") if mesh == TWO_DIM else ("dp",)
+    lines = (HEADER + source).splitlines()
+    found = [(lines[d.line - 1], d.code) for d in _check(source, mesh_axes, registry)]
+    assert len(found) == len(expected)
+    for (line, code), (text, expected_code) in zip(found, expected):
+        assert text in line and code == expected_code, (line, code)
+
+
+FSDP_ACCUMULATION = """
+from torch.distributed.fsdp import fully_shard
+
+
+def train_step(x, y):
+    model = nn.Linear(8, 4)
+    fully_shard(model)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for i, (micro_x, micro_y) in enumerate(zip(shard(x).chunk(4), shard(y).chunk(4))):
+        model.set_requires_gradient_sync({flag})
+        F.mse_loss(model(micro_x), micro_y).backward()
+    optimizer.step()
+"""
+
+
+@pytest.mark.parametrize(
+    "flag,reported",
+    [("i == 3", False), ("True", False), ("False", True), ("i < 3", True)],
+    ids=["last-only", "every", "never", "all-but-last"],
+)
+def test_fully_shard_gradient_sync_switched_off_for_micro_batches(flag, reported, registry):
+    found = _codes(_check(FSDP_ACCUMULATION.format(flag=flag), ("dp",), registry))
+    assert [code for _, code in found] == (["SPMD601"] if reported else [])

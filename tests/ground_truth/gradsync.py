@@ -94,7 +94,10 @@ def run_package(root: str, name: str, sizes: dict[str, int]) -> dict:
         for pname, param in model.named_parameters():
             pname = pname.removeprefix("module.")  # a DDP wrapper's prefix: the reference has none
             block = int(param.partition_dim) if getattr(param, "tensor_model_parallel", False) else None
-            params[pname] = (param.detach().clone(), block)
+            value = param.detach()
+            if hasattr(value, "full_tensor"):  # a DTensor (FSDP2's `fully_shard`): compared whole
+                value = value.full_tensor()
+            params[pname] = (value.clone(), block)
         return {"params": params}
     finally:
         for mod in [m for m in sys.modules if m == name or m.startswith(f"{name}.")]:

@@ -46,7 +46,19 @@ Interface (for code building on it: hooks, `no_sync()`, accumulation, clipping):
   `dict(...)`, `getattr` / `setattr` with a constant name, generators run to their end (`exprs.run_generator`),
   plain objects of the program (`state.Instance`: `__iter__`, `__call__`). A list or dict that code the walk
   does not follow may change is spoiled (`state.spoil`): never read as empty or stale.
+* **Counted loops** (loops.py): `for i in range(n)`, loops over `x.chunk(n)` and `zip` / `enumerate` / `list`
+  of them. A known `n` is walked iteration by iteration; an unknown one (`loops.Count`, named by its code) in a
+  loop whose body calls `backward()` is a micro-batch loop walked as its first, a middle and its last
+  iteration, the index a `loops.LoopIndex` whose tests against `n` each iteration decides. A plain sum of a
+  gradient a later backward() added to (`AxisGrad.synced_before`) summed again is SPMD604
+  (`accumulation.report_resummed`): a sync inside the micro-batch loop.
+* **FSDP2.** `fully_shard(module, mesh=...)` (library.py `GRADIENT_SHARDERS`, a table of library names)
+  marks each parameter `Param.sharded_by` the mesh's axes (`state.Mesh`: `init_device_mesh(...,
+  mesh_dim_names=...)`, `mesh["dp"]`, the engine's mesh values; the world's without one): backward() averages
+  its gradient there (`AxisGrad.wrapper` names it in SPMD602/606), unless `set_requires_gradient_sync(False)`
+  switched it off (`Param.sharded_sync`: pending, as without it). A mesh the walk cannot place forgets them.
 * **Accumulation (SPMD604)** and **clipping (SPMD605)** are accumulation.py (hooks, `no_sync()` contexts,
   micro-batch loops, the gradients a step finds never synced: `claim_unsynced`) and norms.py (squared norms of
-  gradients, the rank conditions they are counted under, the axes their all-reduce spans).
+  gradients - `grad.norm()`, `torch._foreach_norm`, `get_total_norm`, `clip_grad_norm_` - the rank conditions
+  they are counted under, the axes their all-reduce spans).
 """

@@ -210,6 +210,25 @@ def _report_early(walker: Walker, param: Param, axis: str, synced_at: cst.CSTNod
                 walker.state.set(p, axis, None)
 
 
+def report_resummed(walker: Walker, param: Param, axis: str, first: cst.CSTNode, node: cst.CSTNode, api: str) -> None:
+    """A sum (at `node`) of a gradient that a sum at `first` synced before a later backward() added local
+    gradients to it (a sync inside the micro-batch loop): the synced part is summed again. Reported once for
+    every gradient that sum synced; nothing more is known of them."""
+    same = tuple(
+        p.name
+        for p in walker.state.params.values()
+        if (grad := walker.state.get(p, axis)) is not None and grad.synced_before is first
+    )
+    names = same or (param.name,)
+    violation = AccumulationSyncMisplaced("early", axis, names, walker.site(first), api=api, repeated=first is node)
+    walker.report(violation, node)
+    for p in list(walker.state.params.values()):
+        grad = walker.state.get(p, axis)
+        if grad is not None and grad.synced_before is first:
+            walker.state.set(p, axis, None)
+    walker.state.set(param, axis, None)
+
+
 def _params_of(module: ModuleObj) -> list[Param]:
     return [p for _, p in module.named_parameters()]
 

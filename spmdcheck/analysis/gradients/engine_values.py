@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from spmdcheck.analysis import containers
-from spmdcheck.analysis.gradients.state import OPAQUE, Group, Partial, Qual
+from spmdcheck.analysis.gradients.state import OPAQUE, Group, Mesh, Partial, Qual
 from spmdcheck.analysis.gradients.walker import MAX_ITEMS
 from spmdcheck.analysis.objects import NAMESPACE_CLASS, PartialValue, dataclass_fields
 from spmdcheck.analysis.values import (
@@ -19,6 +19,7 @@ from spmdcheck.analysis.values import (
     InstanceValue,
     LazyImport,
     Literal,
+    MeshValue,
     ModuleRef,
     ModuleValue,
     PendingImport,
@@ -46,6 +47,8 @@ def from_engine(walker: Walker, value: Any) -> Any:
         return module_or_name(walker, f"{value.module}.{value.name}")
     if isinstance(value, GroupValue):
         return Group(value.axis)
+    if isinstance(value, MeshValue):
+        return Mesh(value.axes)
     if isinstance(value, Literal) and isinstance(value.value, CONSTANTS):
         return value.value
     if isinstance(value, DictValue):  # a registry the program filled (`BUILDERS["gpt"]`), a dict of constants

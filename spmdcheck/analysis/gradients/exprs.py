@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 
-from spmdcheck.analysis.gradients import accumulation, engine_values, library, norms, sync
+from spmdcheck.analysis.gradients import accumulation, engine_values, library, loops, norms, sync
 from spmdcheck.analysis.gradients.engine_values import from_engine
 from spmdcheck.analysis.gradients.state import (
     DTYPE,
@@ -21,6 +21,7 @@ from spmdcheck.analysis.gradients.state import (
     GradRef,
     Instance,
     ItemList,
+    Mesh,
     MethodRef,
     ModuleObj,
     Optimizer,
@@ -220,6 +221,12 @@ def subscript(walker: Walker, expr: cst.Subscript) -> Any:
         return Data(value.base.shard_axes, value.base.divisions, value.base.models)
     if isinstance(value, RepeatedDict):
         return value["*"]
+    if isinstance(value, Mesh):  # `mesh["dp"]`, `mesh["dp", "tp"]`: the sub-mesh over those axes
+        names = index if isinstance(index, tuple) else (index,)
+        return Mesh(names) if all(isinstance(n, str) and n in value.axes for n in names) else OPAQUE
+    counted = library.counted_of(value)
+    if counted is not None and isinstance(index, (int, loops.LoopIndex)) and not isinstance(index, bool):
+        return counted.element(index)  # `batches[i]` in a loop over `range(len(batches))`
     if isinstance(value, dict) and isinstance(index, _CONSTANTS):
         return value.get(index, OPAQUE)
     if isinstance(value, (ItemList, tuple)) and isinstance(index, int) and not isinstance(index, bool):
@@ -233,6 +240,9 @@ def subscript(walker: Walker, expr: cst.Subscript) -> Any:
 def binary(walker: Walker, expr: cst.BinaryOperation) -> Any:
     left, right = evaluate(walker, expr.left), evaluate(walker, expr.right)
     kind = type(expr.operator).__name__
+    if isinstance(left, (loops.LoopIndex, loops.Count)) or isinstance(right, loops.LoopIndex):
+        moved = loops.binary(kind, left, right)  # `i + 1`, `n - 1`
+        return OPAQUE if moved is None else moved
     if norms.is_norm_value(left) or norms.is_norm_value(right):
         combined = norms.binary(kind, left, right)
         if combined is not None:
@@ -301,6 +311,8 @@ def _compare(walker: Walker, expr: cst.Comparison) -> bool | None:
     target = expr.comparisons[0]
     left, right = evaluate(walker, expr.left), evaluate(walker, target.comparator)
     op = type(target.operator).__name__
+    if isinstance(left, loops.LoopIndex) or isinstance(right, loops.LoopIndex):
+        return _compare_index(walker, op, (left, expr.left), (right, target.comparator))
     if op in ("Is", "IsNot") and right is None:
         known = left is None or isinstance(left, (Param, GradRef, ModuleObj, ItemList))
         if not known:
@@ -317,6 +329,18 @@ def _compare(walker: Walker, expr: cst.Comparison) -> bool | None:
             return None
         return bool(result)
     return None
+
+
+def _compare_index(walker: Walker, op: str, left: tuple[Any, Any], right: tuple[Any, Any]) -> bool | None:
+    """A micro-batch loop's index compared (loops.py): the other side read as its count by its code when the
+    walk does not know its value (`i == num_microbatches - 1`)."""
+    index = left[0] if isinstance(left[0], loops.LoopIndex) else right[0]
+    sides = []
+    for value, node in (left, right):
+        if value is OPAQUE:
+            value = loops.symbolic(node, index.count, walker.text) or OPAQUE
+        sides.append(value)
+    return loops.compare(op, sides[0], sides[1])
 
 
 def comprehension(walker: Walker, expr: cst.ListComp | cst.GeneratorExp) -> Any:

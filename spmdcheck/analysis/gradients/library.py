@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 
-from spmdcheck.analysis.gradients import accumulation, norms, sync
+from spmdcheck.analysis.gradients import accumulation, loops, norms, sync
 from spmdcheck.analysis.gradients.state import (
     OPAQUE,
     Bucket,
@@ -19,6 +19,7 @@ from spmdcheck.analysis.gradients.state import (
     Group,
     Instance,
     ItemList,
+    Mesh,
     ModuleObj,
     Optimizer,
     Param,
@@ -184,6 +185,10 @@ def call_library(walker: Walker, name: str, args: list, kwargs: dict, node: cst.
             return found
     if last == "DistributedDataParallel":
         return _ddp(walker, args, kwargs, node)
+    if name in GRADIENT_SHARDERS:
+        return _fully_shard(walker, name, args, kwargs, node)
+    if name in MESH_FACTORIES:
+        return _device_mesh(walker, name, args, kwargs)
     if ".optim." in name and last[:1].isupper():
         params, _ = _arg(args, kwargs, 0, "params")
         return Optimizer(_param_list(params))
@@ -202,7 +207,13 @@ def call_library(walker: Walker, name: str, args: list, kwargs: dict, node: cst.
         obj = ModuleObj(last)
         library_module_init(walker, name, obj, args, kwargs)
         return obj
+    if name.startswith("torch.") and last in _NORM_CALLS:
+        found = _norm_call(walker, last, args, kwargs, node)
+        if found is not None:
+            return found
     if last in _PURE_GRAD_READERS:
+        for value, _ in [*args, *kwargs.values()]:
+            norms.used(walker, value)  # `clip_grads_with_norm_(params, max_norm, total_norm)`
         return OPAQUE
     values = [v for v, _ in [*args, *kwargs.values()]]
     for value in values:
@@ -211,6 +222,33 @@ def call_library(walker: Walker, name: str, args: list, kwargs: dict, node: cst.
         return merge_data(values)
     for value in values:
         sync.forget_value(walker, value)
+    return OPAQUE
+
+
+_NORM_CALLS = frozenset({"_foreach_norm", "stack", "get_total_norm", "clip_grad_norm_"})
+
+
+def _norm_call(walker: Walker, last: str, args: list, kwargs: dict, node: cst.Call) -> Any:
+    """Global-norm clipping's library calls (norms.py): `torch._foreach_norm(grads, ord)`, `torch.stack` of
+    norms, `torch.nn.utils.get_total_norm(grads, norm_type)`, `clip_grad_norm_(params, max_norm, norm_type)`
+    (`foreach=` changes how, not what, they compute); None: not on gradients the walk knows."""
+    if last == "_foreach_norm":
+        tensors, _ = _arg(args, kwargs, 0, "self")
+        order, given = _arg(args, kwargs, 1, "ord")
+        found = norms.foreach_norm(walker, tensors, order if given else 2)
+        return None if found is None else ItemList(list(found))
+    if last == "stack":
+        return norms.stack(_arg(args, kwargs, 0, "tensors")[0])
+    order, given = _arg(args, kwargs, 1 if last == "get_total_norm" else 2, "norm_type")
+    if last == "get_total_norm":
+        return norms.total_norm(walker, _arg(args, kwargs, 0, "tensors")[0], order if given else 2)
+    params = _param_list(_arg(args, kwargs, 0, "parameters")[0])
+    if params is None:
+        return None
+    grads = ItemList([GradRef(p) for p in params])
+    norm = norms.total_norm(walker, grads, order if given else 2)
+    if norm is not None:
+        norms.clipped_locally(walker, norm, node)
     return OPAQUE
 
 
@@ -275,6 +313,76 @@ def _ddp(walker: Walker, args: list, kwargs: dict, node: cst.Call) -> Any:
     return wrapper
 
 
+# Library calls after which backward() reduces the gradients of a module's parameters itself (rules as data):
+# qualified name -> (the module argument's index and keyword, the mesh keyword). FSDP2's `fully_shard`
+# reduce-scatters every gradient over its mesh (the world's when none is given) and averages it.
+GRADIENT_SHARDERS = {
+    "torch.distributed.fsdp.fully_shard": (0, "module", "mesh"),
+    "torch.distributed._composable.fsdp.fully_shard": (0, "module", "mesh"),
+    "torch.distributed._composable.fsdp.fully_shard.fully_shard": (0, "module", "mesh"),
+    "torch.distributed.fsdp._fully_shard.fully_shard": (0, "module", "mesh"),
+    "torch.distributed.fsdp._fully_shard._fully_shard.fully_shard": (0, "module", "mesh"),
+}
+# Device mesh constructors: qualified name -> the keyword naming the mesh's dims
+MESH_FACTORIES = {
+    "torch.distributed.device_mesh.init_device_mesh": "mesh_dim_names",
+    "torch.distributed.init_device_mesh": "mesh_dim_names",
+}
+
+
+def _fully_shard(walker: Walker, name: str, args: list, kwargs: dict, node: cst.Call) -> Any:
+    """`fully_shard(module, mesh=...)`: the parameters of `module` (a module or a list of them) get their
+    gradients averaged over the mesh's axes in backward(); a mesh the walk cannot place on the checked mesh
+    leaves them unknown (as any call it does not follow)."""
+    index, module_name, mesh_name = GRADIENT_SHARDERS[name]
+    target, _ = _arg(args, kwargs, index, module_name)
+    mesh = kwargs[mesh_name][0] if mesh_name in kwargs else None
+    axes: tuple[str, ...] | None
+    if mesh is None:
+        world = world_axis(walker)
+        axes = (world,) if world is not None else None
+    else:
+        axes = mesh.axes if isinstance(mesh, Mesh) else None
+    modules = target.items if isinstance(target, ItemList) and not target.spoiled else [target]
+    if axes is None or not all(isinstance(m, ModuleObj) for m in modules):
+        for value, _ in [*args, *kwargs.values()]:
+            sync.forget_value(walker, value)
+        return OPAQUE
+    reduced = frozenset(a for a in axes if a in walker.mesh)
+    for module in modules:
+        for _, param in module.named_parameters():
+            param.sharded_by = (reduced, walker.remember(node))
+    return target
+
+
+def _set_sharded_sync(module: ModuleObj, args: list, kwargs: dict) -> bool:
+    """FSDP2's `module.set_requires_gradient_sync(flag)` (every FSDP module under it): whether backward()
+    reduce-scatters the gradients of its parameters; False: not such a call the walk can follow."""
+    flag, _ = _arg(args, kwargs, 0, "requires_gradient_sync")
+    recurse, given = _arg(args, kwargs, 1, "recurse")
+    params = [p for _, p in module.named_parameters()]
+    if not isinstance(flag, bool) or (given and recurse is not True) or not params:
+        return False
+    if not all(p.sharded_by is not None for p in params):
+        return False
+    for param in params:
+        param.sharded_sync = flag
+    return True
+
+
+def _device_mesh(walker: Walker, name: str, args: list, kwargs: dict) -> Any:
+    """`init_device_mesh(device, shape, mesh_dim_names=("dp",))`: a mesh over the named axes (without names,
+    the world's axis for a one-dim mesh)."""
+    names = kwargs[MESH_FACTORIES[name]][0] if MESH_FACTORIES[name] in kwargs else None
+    if isinstance(names, tuple) and names and all(isinstance(n, str) for n in names):
+        return Mesh(names)
+    shape, _ = _arg(args, kwargs, 1, "mesh_shape")
+    world = world_axis(walker)
+    if (names is None) and isinstance(shape, tuple) and len(shape) == 1 and world is not None:
+        return Mesh((world,))
+    return OPAQUE
+
+
 def _param_list(value: Any) -> list[Param] | None:
     if isinstance(value, ItemList):
         out: list[Param] = []
@@ -315,6 +423,9 @@ def call_builtin(walker: Walker, name: str, args: list, kwargs: dict, node: cst.
         elif isinstance(values[0], ModuleObj):
             values[0].attrs[values[1]] = values[2]
         return None
+    counted = _counted_builtin(walker, name, args, kwargs)
+    if counted is not None:
+        return counted
     if name == "zip" and values:
         lists = [_items(v) for v in values]
         if any(items is None for items in lists):
@@ -344,6 +455,39 @@ def call_builtin(walker: Walker, name: str, args: list, kwargs: dict, node: cst.
     for value in values:
         sync.forget_value(walker, value) if not isinstance(value, (Data, str, int, float)) else None
     return OPAQUE
+
+
+def _counted_builtin(walker: Walker, name: str, args: list, kwargs: dict) -> Any:
+    """`range(n)`, and `zip` / `enumerate` / `list` / `tuple` / `len` of counted sequences (loops.py); None:
+    none of these."""
+    values = [counted_of(v) or v for v, _ in args]
+    if name == "range" and 1 <= len(args) <= 3 and not kwargs:
+        counted_range = loops.counted_range([v for v, _ in args], [walker.text(e) for _, e in args])
+        return OPAQUE if counted_range is None else counted_range
+    if not values or not any(isinstance(v, loops.Counted) for v in values):
+        return None
+    if name == "zip":
+        return loops.combined(values, tuple) or OPAQUE
+    first = values[0]
+    if not isinstance(first, loops.Counted) or len(values) != 1:
+        return None
+    if name == "enumerate":
+        return loops.Counted(first.count, lambda i: (i, first.element(i)))
+    if name in ("list", "tuple"):
+        return first
+    if name == "len":
+        return loops.length(first)
+    return None
+
+
+def counted_of(value: Any) -> loops.Counted | None:
+    """`value` as a counted sequence: a `loops.Counted`, or `x.chunk(n)` (n micro-batches made as `x` is)."""
+    if isinstance(value, loops.Counted):
+        return value
+    if isinstance(value, Chunks) and isinstance(value.size, loops.Count):
+        base = value.base
+        return loops.Counted(value.size, lambda _: Data(base.shard_axes, base.divisions, base.models))
+    return None
 
 
 _KEYS = (str, int, bool, type(None), Dtype)  # dict keys the walk compares as Python does
@@ -470,7 +614,10 @@ def call_method(walker: Walker, receiver: Any, name: str, args: list, kwargs: di
 def _tensor_method(walker: Walker, receiver: Any, name: str, args: list, kwargs: dict, node: cst.Call) -> Any:
     data = receiver if isinstance(receiver, Data) else Data()
     if name == "chunk" and args:
-        return Chunks(data, args[0][0])
+        size = args[0][0]
+        if not isinstance(size, (int, WorldSize)) or isinstance(size, bool):  # a count the walk names (loops.py)
+            size = loops.count_of(size, walker.text(args[0][1])) or size
+        return Chunks(data, size)
     if name == "backward" and isinstance(receiver, Data):
         sync.backward(walker, receiver, node)
         return None
@@ -505,6 +652,8 @@ def _module_method(walker: Walker, obj: ModuleObj, name: str, args: list, kwargs
         return accumulation.register_module_hook(walker, obj, args, node)
     if name == "no_sync" and obj.ddp_axis is not None:
         return accumulation.no_sync_of(obj, walker.remember(node))
+    if name == "set_requires_gradient_sync" and _set_sharded_sync(obj, args, kwargs):
+        return None
     for value, _ in args:
         sync.forget_value(walker, value)
     sync.forget_value(walker, obj)
@@ -526,6 +675,6 @@ def _grad_method(walker: Walker, grad: GradRef, name: str, values: list, node: c
     if name.endswith("_") or name in ("register_hook",):
         walker.state.forget(grad.param)
         return grad
-    if name in ("clone", "detach", "float", "contiguous", "view", "reshape", "flatten"):
+    if name in ("clone", "detach", "float", "contiguous", "view", "reshape", "flatten", "to_local"):
         return GradRef(grad.param, grad.ops)
     return OPAQUE

@@ -18,6 +18,7 @@ an inexact norm is never reported.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -49,11 +50,13 @@ UNKNOWN_CONDITION = object()  # an `if` the walk cannot decide and that is no Ra
 
 @dataclass(eq=False)
 class Norm:
-    """`grad.norm(order)` of one parameter's gradient, with the conditions it is taken under."""
+    """The `order`-norm of gradients: one parameter's (`grad.norm(order)`) or several (`get_total_norm(grads)`,
+    `vector_norm(torch.stack(norms))`), each term with the conditions it is taken under. `stacked`: the vector
+    of the terms' norms (`torch.stack(torch._foreach_norm(grads))`), not yet their norm."""
 
-    param: Param
+    terms: tuple[tuple[Param, tuple[Any, ...]], ...]
     order: float
-    conditions: tuple[Any, ...]
+    stacked: bool = False
 
 
 @dataclass(eq=False)
@@ -142,13 +145,67 @@ def _conditions_of(walker: Walker, grad: GradRef) -> tuple[Any, ...]:
 
 # ----------------------------------------------------------------------------------------------- values
 def norm_of(walker: Walker, grad: Any, args: list) -> Any:
-    """`grad.norm()` / `torch.norm(grad)`: a Norm of a parameter's own gradient (2-norm unless given)."""
+    """`grad.norm()` / `torch.norm(grad)`: a Norm of a parameter's own gradient (2-norm unless given); the
+    same norm of a norm of that order (a number) or of a stack of them (`vector_norm(torch.stack(norms))`)."""
+    order = _order(args[0] if args else 2)
+    if order is None:
+        return None
+    if isinstance(grad, Norm):
+        return Norm(grad.terms, order) if grad.order == order else None
     if not isinstance(grad, GradRef) or grad.ops:
         return None
-    order = args[0] if args else 2
-    if isinstance(order, bool) or not isinstance(order, (int, float)):
+    return Norm(((grad.param, _conditions_of(walker, grad)),), order)
+
+
+def _order(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    return Norm(grad.param, float(order), _conditions_of(walker, grad))
+    return float(value)
+
+
+def _grads(value: Any) -> list[Any] | None:
+    """The gradients a list (or one gradient) holds, each a `GradRef` of its own buffer; None: not known."""
+    items = [value] if isinstance(value, GradRef) else getattr(value, "items", None)
+    if items is None or getattr(value, "spoiled", False) or getattr(value, "repeated", False):
+        return None
+    return list(items) if all(isinstance(g, GradRef) and not g.ops for g in items) else None
+
+
+def foreach_norm(walker: Walker, tensors: Any, order: Any) -> list[Norm] | None:
+    """`torch._foreach_norm(grads, ord)`: the norm of each gradient; None when they are not all known."""
+    grads, order = _grads(tensors), _order(order)
+    if grads is None or order is None:
+        return None
+    return [Norm(((g.param, _conditions_of(walker, g)),), order) for g in grads]
+
+
+def stack(values: Any) -> Norm | None:
+    """`torch.stack(norms)` of norms of one order: the vector of them."""
+    items = getattr(values, "items", None)
+    if not items or not all(isinstance(n, Norm) and not n.stacked for n in items):
+        return None
+    if len({n.order for n in items}) != 1:
+        return None
+    return Norm(tuple(t for n in items for t in n.terms), items[0].order, stacked=True)
+
+
+def total_norm(walker: Walker, tensors: Any, order: Any) -> Norm | None:
+    """`torch.nn.utils.get_total_norm(grads, norm_type)`: the norm of all of them together, on this rank."""
+    grads, order = _grads(tensors), _order(order)
+    if grads is None or order is None:
+        return None
+    return Norm(tuple((g.param, _conditions_of(walker, g)) for g in grads), order)
+
+
+def clipped_locally(walker: Walker, norm: Norm, node: cst.CSTNode) -> None:
+    """`clip_grad_norm_(params)`: the gradients clipped with their norm on this rank alone (summed over no
+    axis): reported when some gradient is sharded over an axis (each rank clips with its own shards' norm)."""
+    if not math.isfinite(norm.order):
+        return
+    squared = SquaredNorm(list(norm.terms))
+    verdict = _verdict(walker, squared)
+    if verdict is not None and verdict[0] and not verdict[1]:
+        walker.report(ClipNormWrongAxes((), verdict[0], local_api="clip_grad_norm_"), walker.remember(node))
 
 
 def zero() -> SquaredNorm:
@@ -159,8 +216,10 @@ def zero() -> SquaredNorm:
 def binary(kind: str, left: Any, right: Any) -> Any:
     """`norm ** 2`, `a + b` of squared norms; None when the operands are not these."""
     if kind == "Power" and isinstance(left, Norm):
-        if isinstance(right, (int, float)) and not isinstance(right, bool) and float(right) == left.order == 2.0:
-            return SquaredNorm([(left.param, left.conditions)])
+        # the p-th power of a p-norm: a sum over the gradients' elements, so over their shards too
+        power = _order(right)
+        if power is not None and power == left.order and math.isfinite(power) and not left.stacked:
+            return SquaredNorm(list(left.terms))
         return None
     if kind == "Add" and (isinstance(left, SquaredNorm) or isinstance(right, SquaredNorm)):
         return add(left, right)
@@ -287,6 +346,8 @@ def _kind(walker: Walker, param: Param, axis: str) -> str | None:
         return "whole" if mark is False else None
     if param.attrs.get(EXPERT_MARK, True) is False:
         return "sharded"
+    if param.sharded_by is not None and axis in param.sharded_by[0]:
+        return None  # FSDP2 keeps a shard of the averaged gradient per rank, a DTensor that norms itself
     grad = walker.state.get(param, axis)
     if grad is not None and grad.status == "summed":
         return "whole"

@@ -34,6 +34,9 @@ class Param:
     attrs: dict[str, Any] = field(default_factory=dict)
     name: str = "?"  # its dotted name in the model (set when the model's parameters are listed)
     escaped: bool = False  # passed to code the walk does not follow: its gradient is never known again
+    # FSDP2 `fully_shard(module, mesh=...)`: the mesh axes backward() averages its gradient over, and the call
+    sharded_by: tuple[frozenset[str], cst.CSTNode] | None = None
+    sharded_sync: bool = True  # FSDP2's `set_requires_gradient_sync(False)`: backward() leaves it pending
 
 
 @dataclass(eq=False)
@@ -138,6 +141,13 @@ class Rank:
 
 
 @dataclass(frozen=True)
+class Mesh:
+    """A device mesh (`init_device_mesh(..., mesh_dim_names=...)`, `mesh["dp"]`): the mesh axes it spans."""
+
+    axes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Group:
     """A process group spanning a mesh axis, or (axis None) a subgroup the walk cannot place on the mesh."""
 
@@ -183,6 +193,7 @@ class AxisGrad:
     # a backward() added to a gradient already reduced (at this node): reducing the sum again counts the
     # earlier part once more (accumulation synced too early)
     synced_before: cst.CSTNode | None = None
+    wrapper: str | None = None  # what reduced it in backward (`by_ddp`), when not DistributedDataParallel
 
 
 class GradientState:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import libcst as cst
 
-from spmdcheck.analysis.gradients import accumulation, exprs, norms
+from spmdcheck.analysis.gradients import accumulation, exprs, library, loops, norms
 from spmdcheck.analysis.gradients.state import OPAQUE
 from spmdcheck.analysis.gradients.walker import Break, Continue, Return, Walker
 
@@ -118,10 +118,28 @@ def _exec_path(walker: Walker, body: Sequence[cst.CSTNode]) -> Exception | None:
 
 
 def exec_for(walker: Walker, node: cst.For) -> None:
-    items = exprs.iterate(walker, exprs.evaluate(walker, node.iter))
+    iterable = exprs.evaluate(walker, node.iter)
+    counted = library.counted_of(iterable)
+    if counted is not None:
+        backward, steps = loops.body_calls(node)
+        if steps:  # a training loop: a zero_grad() the walk cannot see may part its iterations
+            exec_unknown_loop(walker, node.body.body, node.target)
+            return
+        items = counted.items()
+        if items is not None:  # a known count: iteration by iteration
+            _exec_iterations(walker, node, items)
+            return
+        if backward:  # a micro-batch loop of an unknown count (loops.py)
+            _exec_iterations(walker, node, [counted.element(i) for i in counted.indices()])
+            return
+    items = exprs.iterate(walker, iterable)
     if items is None:
         exec_unknown_loop(walker, node.body.body, node.target)
         return
+    _exec_iterations(walker, node, items)
+
+
+def _exec_iterations(walker: Walker, node: cst.For, items: Sequence[object]) -> None:
     for item in items:
         exprs.assign(walker, node.target, item)
         try:

@@ -80,9 +80,21 @@ def backward(walker: Walker, loss: Data, node: cst.CSTNode) -> None:
                     if divisions:
                         walker.report(GradientAveragedTwice(axis, by_ddp=True), divisions[0])
                     grad = AxisGrad("summed", model.ddp_node, True, (*divisions, model.ddp_node))  # type: ignore[arg-type]
+                elif param.sharded_by is not None and axis in param.sharded_by[0] and param.sharded_sync:
+                    grad = _sharded_grad(walker, param.sharded_by[1], axis, divisions)
                 # repeated backward() calls add into `.grad` (`accumulate`); hooks and no_sync(): accumulation.py
                 walker.state.set(param, axis, accumulation.accumulate(walker, param, axis, grad, node, accumulate))
     accumulation.after_backward(walker, loss.models, node)  # hooks, and what `no_sync()` left pending
+
+
+FULLY_SHARD = "`fully_shard` (FSDP2)"
+
+
+def _sharded_grad(walker: Walker, call: cst.CSTNode, axis: str, divisions: tuple) -> AxisGrad:
+    """FSDP2's backward: the gradient reduce-scattered over the mesh of `fully_shard` (at `call`), averaged."""
+    if divisions:
+        walker.report(GradientAveragedTwice(axis, by_ddp=True, wrapper=FULLY_SHARD), divisions[0])
+    return AxisGrad("summed", call, True, (*divisions, call), wrapper=FULLY_SHARD)
 
 
 def accumulate(old: AxisGrad | None, new: AxisGrad) -> AxisGrad:
@@ -91,7 +103,9 @@ def accumulate(old: AxisGrad | None, new: AxisGrad) -> AxisGrad:
     if old is None:
         return new
     if old.status == "summed":
-        return replace(new, synced_before=old.reduced_at)
+        # a plain sum (not an average, not DDP's): summing the whole buffer again counts that part once more
+        plain = not old.by_ddp and len(old.divisions) <= len(new.divisions)
+        return replace(new, synced_before=old.reduced_at if plain else None)
     if new.status == "summed":  # a DDP backward reduces the whole accumulated buffer
         return new
     return replace(old, synced_before=old.synced_before or new.synced_before)
@@ -104,7 +118,9 @@ def divide(walker: Walker, param: Param, axis: str, node: cst.CSTNode) -> None:
     if grad.divisions:
         first = grad.divisions[-1]
         by_ddp = grad.by_ddp and first is grad.reduced_at
-        walker.report(GradientAveragedTwice(axis, by_ddp=by_ddp, first=None if by_ddp else walker.site(first)), node)
+        wrapper = grad.wrapper or "DistributedDataParallel"
+        first_site = None if by_ddp else walker.site(first)
+        walker.report(GradientAveragedTwice(axis, by_ddp=by_ddp, first=first_site, wrapper=wrapper), node)
     walker.state.set(param, axis, replace(grad, divisions=(*grad.divisions, node)))
 
 
@@ -125,7 +141,11 @@ def reduce(
         return
     if grad.status == "summed":
         first = None if grad.by_ddp or grad.reduced_at is None else walker.site(grad.reduced_at)
-        walker.report(DoubleGradientReduction(api, operand, axis, grad.by_ddp, first), node)
+        wrapper = grad.wrapper or "DistributedDataParallel"
+        walker.report(DoubleGradientReduction(api, operand, axis, grad.by_ddp, first, wrapper), node)
+        return
+    if grad.synced_before is not None and not average:
+        accumulation.report_resummed(walker, param, axis, grad.synced_before, node, api)
         return
     reduced = AxisGrad("summed", node, False, grad.divisions)
     if average:

@@ -33,10 +33,20 @@ class AccumulationSyncMisplaced(Violation):
     hook_site: int
     context_site: int | None = None
     by_ddp: bool = False  # the sync is DistributedDataParallel's (made at `hook_site`), not a hook's
+    # the sync is a reduction the step calls itself (this `api`, the first at `hook_site`), not a hook's
+    api: str | None = None
+    repeated: bool = False  # that first sum is this one, run on an earlier micro-batch
 
     @property
     def message(self) -> str:
         grads = f"the gradients of {_parameters(self.params)}"
+        if self.when == "early" and self.api is not None:
+            first = "its first run" if self.repeated else f"the sum at {site(self.hook_site)}"
+            return (
+                f"this `{self.api}` sums {grads} {on_axis(self.axis)}again: {first} synced them before the last "
+                f"micro-batch and a later backward() added local gradients to the synced ones, so the synced part "
+                f"is summed once more; sync once, after the last micro-batch's backward()"
+            )
         if self.when == "early":
             return (
                 f"this backward() syncs {grads} {on_axis(self.axis)}(the hook registered at "
@@ -58,4 +68,6 @@ class AccumulationSyncMisplaced(Violation):
 
     @property
     def fix_title(self) -> str:
+        if self.api is not None:
+            return "sync the gradients once, after the last micro-batch's backward()"
         return "run only the last micro-batch's backward() outside no_sync()"

@@ -30,6 +30,7 @@ class ClipNormWrongAxes(Violation):
     duplicated: tuple[str, ...] = ()
     replicated: tuple[str, ...] = ()
     tensor_parallel: str | None = None
+    local_api: str | None = None  # the norm is this library call's, taken on each rank alone (`reduced` empty)
 
     @property
     def message(self) -> str:
@@ -53,10 +54,14 @@ class ClipNormWrongAxes(Violation):
                 f"gradients whole on every rank of {_axes(self.duplicated)}{which} are counted once per rank "
                 f"there: {fix}"
             )
-        return f"the squared gradient norm of global-norm clipping is summed over {_axes(self.reduced)}: " + "; ".join(
-            parts
-        )
+        if self.local_api is not None:
+            head = f"`{self.local_api}` clips with the gradient norm of this rank alone, summed over no axis: "
+        else:
+            head = f"the squared gradient norm of global-norm clipping is summed over {_axes(self.reduced)}: "
+        return head + "; ".join(parts)
 
     @property
     def fix_title(self) -> str:
+        if self.local_api is not None:
+            return "compute the norm with a sum over the axes the gradients are sharded over, then clip with it"
         return "sum the squared norm over exactly the axes the gradients are sharded over"

@@ -66,11 +66,12 @@ class DoubleGradientReduction(Violation):
     axis: str
     by_ddp: bool = False
     first: int | None = None
+    wrapper: str = "DistributedDataParallel"  # what reduced it in backward (`by_ddp`): DDP or FSDP2's fully_shard
 
     @property
     def message(self) -> str:
         before = (
-            "DistributedDataParallel already averaged it during backward()"
+            f"{self.wrapper} already averaged it during backward()"
             if self.by_ddp
             else f"the reduction at {site(self.first)} already summed it"
             if self.first is not None
@@ -121,11 +122,12 @@ class GradientAveragedTwice(Violation):
     axis: str
     by_ddp: bool = False
     first: int | None = None
+    wrapper: str = "DistributedDataParallel"  # what averages in backward (`by_ddp`): DDP or FSDP2's fully_shard
 
     @property
     def message(self) -> str:
         other = (
-            "DistributedDataParallel also averages the gradients over it during backward()"
+            f"{self.wrapper} also averages the gradients over it during backward()"
             if self.by_ddp
             else f"the gradient was already divided by it at {site(self.first)}"
             if self.first is not None
