@@ -8,6 +8,7 @@ Each tool runs once over every example, so the test stays a few seconds long.
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import shutil
@@ -211,3 +212,69 @@ def test_a_call_spelling_without_a_string_is_reported():
         "def g(x: Annotated[Tensor, Local(3)]):\n    return x\n"
     )
     assert [code for _, code, _ in _findings(text)] == ["SPMD002"]
+
+
+# ---- the fixtures: written in the spellings the other checkers accept
+
+# the fixtures whose subject is the older short spelling (documented as rejected by mypy, pyright and ruff)
+SHORT_SPELLING_FIXTURES = "short_spelling"
+# what those checkers say when an annotation is not one they accept
+REJECTED_ANNOTATION = ("[valid-type]", "[name-defined]", "[syntax]")
+
+
+def fixture_files() -> list[str]:
+    """Every fixture the other checkers can read (relative to the checkout): not a file whose subject is a
+    syntax error, nor one whose subject is the short spelling."""
+    out = []
+    for path in sorted((ROOT / "fixtures").rglob("*.py")):
+        if SHORT_SPELLING_FIXTURES in path.name:
+            continue
+        try:
+            ast.parse(path.read_text(encoding="utf-8"))
+        except SyntaxError:
+            continue
+        out.append(str(path.relative_to(ROOT)))
+    return out
+
+
+def _short_spellings(path: str) -> list[int]:
+    """The lines of `Local["..."]` in a file's code (not in its docstrings)."""
+    tree = ast.parse((ROOT / path).read_text(encoding="utf-8"))
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == "Local"
+    ]
+
+
+def test_no_fixture_but_the_short_spelling_ones_uses_the_short_spelling():
+    short = {f: lines for f in fixture_files() if (lines := _short_spellings(f))}
+    assert not short, short
+    assert _short_spellings("fixtures/annotations/short_spelling_ok.py")  # the walk finds the spelling
+
+
+def test_mypy_accepts_the_annotations_of_every_fixture(tmp_path):
+    pytest.importorskip("mypy")
+    files = fixture_files()
+    assert len(files) > 400
+    config = _mypy_config(tmp_path)
+    # each fixture is its own module by its path (two folders may hold files of one name)
+    cmd = [sys.executable, "-m", "mypy", "--config-file", config, "--explicit-package-bases", "--namespace-packages"]
+    proc = _run([*cmd, *files], ROOT)
+    rejected = [line for line in proc.stdout.splitlines() if line.endswith(REJECTED_ANNOTATION)]
+    assert "source files" in proc.stdout, proc.stdout + proc.stderr  # mypy checked them (no blocking error)
+    assert not rejected, "\n".join(rejected)
+    short = _run([*cmd, "fixtures/annotations/short_spelling_ok.py"], ROOT)
+    assert "[valid-type]" in short.stdout, short.stdout  # the harness sees a rejected annotation
+
+
+def test_ruff_f_accepts_the_annotations_of_every_fixture():
+    ruff = shutil.which("ruff")
+    if ruff is None:
+        pytest.skip("ruff is not installed")
+    # F722: an annotation ruff cannot parse; F821: a name no import defines
+    cmd = [ruff, "check", "--isolated", "--select", "F722,F821", "--output-format", "concise"]
+    proc = _run([*cmd, *fixture_files()], ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    short = _run([*cmd, "fixtures/annotations/short_spelling_ok.py"], ROOT)
+    assert "F722" in short.stdout, short.stdout

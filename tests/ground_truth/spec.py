@@ -160,7 +160,11 @@ def _split_top(text: str) -> list[str]:
 
 
 def parse_type_meta(node: ast.AST, mesh: tuple[str, ...]) -> TypeMap:
-    """The metadata of ``Annotated[T, meta]``: a dict, a spec string, or a bare type."""
+    """The metadata of ``Annotated[T, meta]``: a dict, a spec string, ``Local("tp: V")`` or a bare type."""
+    if isinstance(node, ast.Call) and _name_of(node.func) == "Local":
+        if len(node.args) == 1 and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+            return parse_spec_string(node.args[0].value)
+        raise SpecError("Local(...) takes a spec string")
     if isinstance(node, ast.Dict):
         out: TypeMap = {}
         for k, v in zip(node.keys, node.values):
@@ -175,7 +179,8 @@ def parse_type_meta(node: ast.AST, mesh: tuple[str, ...]) -> TypeMap:
 
 
 def parse_annotation(node: ast.AST | None, mesh: tuple[str, ...]) -> TypeMap | None:
-    """``Annotated[Tensor, {...}]``, ``Annotated[Tensor, "tp: V"]`` or ``Local["tp: V"]``; else None."""
+    """``Annotated[Tensor, {...}]``, ``Annotated[Tensor, "tp: V"]``, ``Annotated[Tensor, Local("tp: V")]`` or
+    ``Local["tp: V"]``; else None."""
     if node is None or not isinstance(node, ast.Subscript):
         return None
     head = _name_of(node.value)
