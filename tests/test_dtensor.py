@@ -165,3 +165,30 @@ def experts(x, w):
 """
     assert _codes(body.format(grads=""), registry) == [(7, "SPMD102")]
     assert _codes(body.format(grads=", in_grad_placements=((Partial(),), (Shard(1),))"), registry) == []
+
+
+def test_placements_align_with_a_2d_mesh_by_position_against_a_rank_piece(registry):
+    # `mesh` is a parameter: `mesh["tp"]` is the configured axis; the rank's chunk along tp varies along tp
+    bug = """
+def f(mesh):
+    tp_rank, tp_size = mesh["tp"].get_local_rank(), mesh["tp"].size()
+    shard = torch.randn(16, 8).chunk(tp_size, dim=0)[tp_rank]
+    return DTensor.from_local(shard, mesh, [Shard(0), Replicate()])
+"""
+    assert _codes(bug, registry, mesh=("dp", "tp")) == [(5, "SPMD401")]
+    assert _codes(bug.replace("[Shard(0), Replicate()]", "[Replicate(), Shard(0)]"), registry, mesh=("dp", "tp")) == []
+    # a rank along dp picks a dp piece: replicated on tp is then right
+    dp_piece = bug.replace('mesh["tp"].get_local_rank()', 'mesh["dp"].get_local_rank()')
+    assert _codes(dp_piece, registry, mesh=("dp", "tp")) == []
+
+
+def test_a_rank_piece_of_a_partial_sum_or_of_a_plain_list_is_not_made_varying(registry):
+    body = """
+def f(mesh, x):
+    rank = mesh["tp"].get_local_rank()
+    w = distribute_tensor(torch.randn(8, 4), mesh, [Shard(0)]).to_local()
+    pending = (torch.randn(4, 8) @ w).chunk(2, dim=0)[rank]
+    same = [torch.randn(4, 4)] * 2
+    return DTensor.from_local(pending, mesh, [Partial()]), DTensor.from_local(same[rank], mesh, [Replicate()])
+"""
+    assert _codes(body, registry) == []

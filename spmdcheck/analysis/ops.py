@@ -16,6 +16,7 @@ from spmdcheck.analysis.values import (
     UNKNOWN,
     Homogeneous,
     Literal,
+    Pieces,
     ScalarValue,
     TensorValue,
     Value,
@@ -171,9 +172,13 @@ def _opaque(slot: Slot) -> bool:
     return isinstance(slot.value, TensorValue) and slot.value.opaque
 
 
+# dims rules of ops that cut a tensor into pieces of different values (split/chunk, unbind)
+_CUTS = frozenset({"split", "select"})
+
+
 def _shape_result(rule: OpRule, result: TensorValue) -> Value:
     if rule.returns is Returns.TENSORS:
-        return Homogeneous(result)
+        return Pieces(result) if rule.dims is not None and rule.dims.name in _CUTS else Homogeneous(result)
     if rule.returns is Returns.VALUE:
         return UNKNOWN
     if rule.returns is Returns.NONE:

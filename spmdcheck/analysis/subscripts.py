@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import libcst as cst
 
 from spmdcheck.analysis import containers, ops, rankflow
@@ -17,10 +19,13 @@ from spmdcheck.analysis.values import (
     Homogeneous,
     Literal,
     MeshValue,
+    Pieces,
     PyNumber,
+    RankValue,
     Seq,
     ShapeValue,
     TensorValue,
+    Unknown,
     Value,
 )
 from spmdcheck.diagnostics.violations.inference import SetitemTypeChange
@@ -54,6 +59,8 @@ def getitem(interp: Engine, base: Value, node: cst.Subscript) -> Value:
         if -len(base.items) <= i < len(base.items):
             return base.items[i]
         return UNKNOWN
+    if isinstance(base, Pieces) and len(index_values) == 1 and isinstance(index_values[0], RankValue):
+        return rank_piece(base.item, index_values[0])
     if isinstance(base, Homogeneous):
         return base.item
     if isinstance(base, ShapeValue) and len(node.slice) == 1:
@@ -64,9 +71,27 @@ def getitem(interp: Engine, base: Value, node: cst.Subscript) -> Value:
         found = containers.getitem(interp, base, index_values[0], node)
         if found is not None:
             return found
-    if isinstance(base, MeshValue) and all(isinstance(v, Literal) and isinstance(v.value, str) for v in index_values):
-        return MeshValue(tuple(v.value for v in index_values))  # type: ignore[attr-defined]  # `mesh["dp", "cp"]`
+    names = [v.value for v in index_values if isinstance(v, Literal) and isinstance(v.value, str)]
+    if isinstance(base, MeshValue) and len(names) == len(index_values):
+        return MeshValue(tuple(names))  # `mesh["dp", "cp"]`
+    if type(base) is Unknown and names and len(names) == len(index_values) and set(names) <= set(interp.mesh):
+        # a mesh the checker cannot see (a `mesh` parameter) is the configured one, as at a DTensor boundary
+        # (dtensor/boundary.py): `mesh["tp"]` names the configured axis
+        return MeshValue(tuple(names))
     return UNKNOWN
+
+
+def rank_piece(piece: Value, index: RankValue) -> Value:
+    """`x.chunk(n, dim)[rank]` with a rank along one axis: each rank of that axis takes a different piece, so
+    the piece varies along it (V, whatever `x` was there; a piece of a partial sum is left unknown)."""
+    if not isinstance(piece, TensorValue) or piece.opaque or index.varies is None or len(index.varies) != 1:
+        return piece
+    (axis,) = index.varies
+    axes = dict(piece.type.items())
+    had = axes.pop(axis, None)
+    if had is None or not (had.kind is Kind.P or had.is_pending):
+        axes[axis] = AxisType(Kind.V)
+    return replace(piece, type=SpmdType(axes))
 
 
 # what a slice keeps typed as it was (a tensor's dims, a shape's sizes): not a Python list

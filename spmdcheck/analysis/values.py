@@ -241,6 +241,13 @@ class Homogeneous(Value):
 
 
 @dataclass(frozen=True)
+class Pieces(Homogeneous):
+    """The pieces a tensor is cut into along one of its dims (`x.chunk(n, dim)`, `x.split(size, dim)`,
+    `x.unbind(dim)`): items of one type but different values, so the piece at a rank index differs across
+    the ranks of that index's axis (analysis/subscripts.py)."""
+
+
+@dataclass(frozen=True)
 class DictValue(Value):
     items: tuple[tuple[Value, Value, cst.CSTNode], ...]  # key, value, key node
 
