@@ -192,3 +192,19 @@ def f(mesh, x):
     return DTensor.from_local(pending, mesh, [Partial()]), DTensor.from_local(same[rank], mesh, [Replicate()])
 """
     assert _codes(body, registry) == []
+
+
+def test_a_rank_block_of_a_replicated_value_cut_into_the_axis_size_is_sharded_on_its_dim(registry):
+    # `n` is `mesh["tp"].size()`: the block is S(0), so declaring it Shard(1) is the shard-dim mismatch
+    body = """
+import spmd_types as spmd
+
+def f(mesh):
+    tp_rank, tp_size = mesh["tp"].get_local_rank(), mesh["tp"].size()
+    w = spmd.assert_type(torch.randn(16, 8), {{"dp": spmd.R, "tp": spmd.R}})
+    return DTensor.from_local(w.chunk({count}, dim=0)[tp_rank], mesh, [Replicate(), Shard({dim})])
+"""
+    mesh = ("dp", "tp")
+    assert _codes(body.format(count="tp_size", dim=1), registry, mesh) == [(7, "SPMD401")]
+    assert _codes(body.format(count="tp_size", dim=0), registry, mesh) == []
+    assert _codes(body.format(count="4", dim=1), registry, mesh) == []  # not one block per rank: V, no dim

@@ -14,6 +14,7 @@ from spmdcheck.analysis.values import (
     NUMBER,
     UNKNOWN,
     Alternatives,
+    AxisSize,
     DictValue,
     DimSize,
     Homogeneous,
@@ -60,7 +61,7 @@ def getitem(interp: Engine, base: Value, node: cst.Subscript) -> Value:
             return base.items[i]
         return UNKNOWN
     if isinstance(base, Pieces) and len(index_values) == 1 and isinstance(index_values[0], RankValue):
-        return rank_piece(base.item, index_values[0])
+        return rank_piece(base, index_values[0])
     if isinstance(base, Homogeneous):
         return base.item
     if isinstance(base, ShapeValue) and len(node.slice) == 1:
@@ -81,17 +82,26 @@ def getitem(interp: Engine, base: Value, node: cst.Subscript) -> Value:
     return UNKNOWN
 
 
-def rank_piece(piece: Value, index: RankValue) -> Value:
+def rank_piece(pieces: Pieces, index: RankValue) -> Value:
     """`x.chunk(n, dim)[rank]` with a rank along one axis: each rank of that axis takes a different piece, so
-    the piece varies along it (V, whatever `x` was there; a piece of a partial sum is left unknown)."""
+    the piece varies along it: S(dim) when `x` is the same on every rank there (R or I) and `n` is the axis's
+    size (`mesh["tp"].size()`), else V (a piece of a pending or partial sum is left unknown)."""
+    piece = pieces.item
     if not isinstance(piece, TensorValue) or piece.opaque or index.varies is None or len(index.varies) != 1:
         return piece
     (axis,) = index.varies
     axes = dict(piece.type.items())
     had = axes.pop(axis, None)
-    if had is None or not (had.kind is Kind.P or had.is_pending):
+    if had is not None and (had.kind is Kind.R or had.kind is Kind.I) and _whole_blocks(pieces, axis):
+        axes[axis] = AxisType(Kind.V, shard=pieces.dim)
+    elif had is None or not (had.kind is Kind.P or had.is_pending):
         axes[axis] = AxisType(Kind.V)
     return replace(piece, type=SpmdType(axes))
+
+
+def _whole_blocks(pieces: Pieces, axis: str) -> bool:
+    """Whether the pieces are one block per rank of `axis`, cut along a known dim."""
+    return pieces.dim is not None and isinstance(pieces.count, AxisSize) and pieces.count.axis == axis
 
 
 # what a slice keeps typed as it was (a tensor's dims, a shape's sizes): not a Python list
