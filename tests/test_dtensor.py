@@ -165,3 +165,46 @@ def experts(x, w):
 """
     assert _codes(body.format(grads=""), registry) == [(7, "SPMD102")]
     assert _codes(body.format(grads=", in_grad_placements=((Partial(),), (Shard(1),))"), registry) == []
+
+
+def test_placements_align_with_a_2d_mesh_by_position_against_a_rank_piece(registry):
+    # `mesh` is a parameter: `mesh["tp"]` is the configured axis; the rank's chunk along tp varies along tp
+    bug = """
+def f(mesh):
+    tp_rank, tp_size = mesh["tp"].get_local_rank(), mesh["tp"].size()
+    shard = torch.randn(16, 8).chunk(tp_size, dim=0)[tp_rank]
+    return DTensor.from_local(shard, mesh, [Shard(0), Replicate()])
+"""
+    assert _codes(bug, registry, mesh=("dp", "tp")) == [(5, "SPMD401")]
+    assert _codes(bug.replace("[Shard(0), Replicate()]", "[Replicate(), Shard(0)]"), registry, mesh=("dp", "tp")) == []
+    # a rank along dp picks a dp piece: replicated on tp is then right
+    dp_piece = bug.replace('mesh["tp"].get_local_rank()', 'mesh["dp"].get_local_rank()')
+    assert _codes(dp_piece, registry, mesh=("dp", "tp")) == []
+
+
+def test_a_rank_piece_of_a_partial_sum_or_of_a_plain_list_is_not_made_varying(registry):
+    body = """
+def f(mesh, x):
+    rank = mesh["tp"].get_local_rank()
+    w = distribute_tensor(torch.randn(8, 4), mesh, [Shard(0)]).to_local()
+    pending = (torch.randn(4, 8) @ w).chunk(2, dim=0)[rank]
+    same = [torch.randn(4, 4)] * 2
+    return DTensor.from_local(pending, mesh, [Partial()]), DTensor.from_local(same[rank], mesh, [Replicate()])
+"""
+    assert _codes(body, registry) == []
+
+
+def test_a_rank_block_of_a_replicated_value_cut_into_the_axis_size_is_sharded_on_its_dim(registry):
+    # `n` is `mesh["tp"].size()`: the block is S(0), so declaring it Shard(1) is the shard-dim mismatch
+    body = """
+import spmd_types as spmd
+
+def f(mesh):
+    tp_rank, tp_size = mesh["tp"].get_local_rank(), mesh["tp"].size()
+    w = spmd.assert_type(torch.randn(16, 8), {{"dp": spmd.R, "tp": spmd.R}})
+    return DTensor.from_local(w.chunk({count}, dim=0)[tp_rank], mesh, [Replicate(), Shard({dim})])
+"""
+    mesh = ("dp", "tp")
+    assert _codes(body.format(count="tp_size", dim=1), registry, mesh) == [(7, "SPMD401")]
+    assert _codes(body.format(count="tp_size", dim=0), registry, mesh) == []
+    assert _codes(body.format(count="4", dim=1), registry, mesh) == []  # not one block per rank: V, no dim

@@ -16,6 +16,7 @@ from spmdcheck.analysis.values import (
     UNKNOWN,
     Homogeneous,
     Literal,
+    Pieces,
     ScalarValue,
     TensorValue,
     Value,
@@ -138,7 +139,7 @@ def apply_op(interp: Analysis, rule: OpRule, bound: Bound, node: cst.CSTNode) ->
         grad = GradState.UNKNOWN if grad is not GradState.YES else grad
     if failed:
         # the error is reported once: what the op produced is unknown, so nothing downstream cascades
-        return _shape_result(rule, TensorValue(SpmdType(), grad, result_rank, opaque=True))
+        return _shape_result(rule, TensorValue(SpmdType(), grad, result_rank, opaque=True), bound)
     min_rank = 0
     if result_rank is None:
         if rule.contraction in ("linear", "matmul"):
@@ -153,7 +154,7 @@ def apply_op(interp: Analysis, rule: OpRule, bound: Bound, node: cst.CSTNode) ->
     if any(s.value.boundary for s in tensors):  # type: ignore[union-attr]
         result = replace(result, boundary=_kept_boundaries(tensors, result_axes))
     _inplace(interp, rule, bound, result, node)
-    return _shape_result(rule, result)
+    return _shape_result(rule, result, bound)
 
 
 def _kept_boundaries(tensors: list[Slot], result_axes: dict[str, AxisType]) -> tuple[tuple[str, int, str, str], ...]:
@@ -171,9 +172,17 @@ def _opaque(slot: Slot) -> bool:
     return isinstance(slot.value, TensorValue) and slot.value.opaque
 
 
-def _shape_result(rule: OpRule, result: TensorValue) -> Value:
+# dims rules of ops that cut a tensor into pieces of different values (split/chunk, unbind)
+_CUTS = frozenset({"split", "select"})
+
+
+def _shape_result(rule: OpRule, result: TensorValue, bound: Bound) -> Value:
     if rule.returns is Returns.TENSORS:
-        return Homogeneous(result)
+        if rule.dims is None or rule.dims.name not in _CUTS:
+            return Homogeneous(result)
+        dim = bound.literal(rule, rule.dims.params[0]) if rule.dims.params else None
+        count = bound.get(rule.dims.pieces) if rule.dims.pieces is not None else None
+        return Pieces(result, dim if isinstance(dim, int) and not isinstance(dim, bool) else None, count)
     if rule.returns is Returns.VALUE:
         return UNKNOWN
     if rule.returns is Returns.NONE:

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import libcst as cst
 
 from spmdcheck.analysis import containers, ops, rankflow
@@ -12,15 +14,19 @@ from spmdcheck.analysis.values import (
     NUMBER,
     UNKNOWN,
     Alternatives,
+    AxisSize,
     DictValue,
     DimSize,
     Homogeneous,
     Literal,
     MeshValue,
+    Pieces,
     PyNumber,
+    RankValue,
     Seq,
     ShapeValue,
     TensorValue,
+    Unknown,
     Value,
 )
 from spmdcheck.diagnostics.violations.inference import SetitemTypeChange
@@ -54,6 +60,8 @@ def getitem(interp: Engine, base: Value, node: cst.Subscript) -> Value:
         if -len(base.items) <= i < len(base.items):
             return base.items[i]
         return UNKNOWN
+    if isinstance(base, Pieces) and len(index_values) == 1 and isinstance(index_values[0], RankValue):
+        return rank_piece(base, index_values[0])
     if isinstance(base, Homogeneous):
         return base.item
     if isinstance(base, ShapeValue) and len(node.slice) == 1:
@@ -64,9 +72,36 @@ def getitem(interp: Engine, base: Value, node: cst.Subscript) -> Value:
         found = containers.getitem(interp, base, index_values[0], node)
         if found is not None:
             return found
-    if isinstance(base, MeshValue) and all(isinstance(v, Literal) and isinstance(v.value, str) for v in index_values):
-        return MeshValue(tuple(v.value for v in index_values))  # type: ignore[attr-defined]  # `mesh["dp", "cp"]`
+    names = [v.value for v in index_values if isinstance(v, Literal) and isinstance(v.value, str)]
+    if isinstance(base, MeshValue) and len(names) == len(index_values):
+        return MeshValue(tuple(names))  # `mesh["dp", "cp"]`
+    if type(base) is Unknown and names and len(names) == len(index_values) and set(names) <= set(interp.mesh):
+        # a mesh the checker cannot see (a `mesh` parameter) is the configured one, as at a DTensor boundary
+        # (dtensor/boundary.py): `mesh["tp"]` names the configured axis
+        return MeshValue(tuple(names))
     return UNKNOWN
+
+
+def rank_piece(pieces: Pieces, index: RankValue) -> Value:
+    """`x.chunk(n, dim)[rank]` with a rank along one axis: each rank of that axis takes a different piece, so
+    the piece varies along it: S(dim) when `x` is the same on every rank there (R or I) and `n` is the axis's
+    size (`mesh["tp"].size()`), else V (a piece of a pending or partial sum is left unknown)."""
+    piece = pieces.item
+    if not isinstance(piece, TensorValue) or piece.opaque or index.varies is None or len(index.varies) != 1:
+        return piece
+    (axis,) = index.varies
+    axes = dict(piece.type.items())
+    had = axes.pop(axis, None)
+    if had is not None and (had.kind is Kind.R or had.kind is Kind.I) and _whole_blocks(pieces, axis):
+        axes[axis] = AxisType(Kind.V, shard=pieces.dim)
+    elif had is None or not (had.kind is Kind.P or had.is_pending):
+        axes[axis] = AxisType(Kind.V)
+    return replace(piece, type=SpmdType(axes))
+
+
+def _whole_blocks(pieces: Pieces, axis: str) -> bool:
+    """Whether the pieces are one block per rank of `axis`, cut along a known dim."""
+    return pieces.dim is not None and isinstance(pieces.count, AxisSize) and pieces.count.axis == axis
 
 
 # what a slice keeps typed as it was (a tensor's dims, a shape's sizes): not a Python list

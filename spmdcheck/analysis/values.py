@@ -241,6 +241,25 @@ class Homogeneous(Value):
 
 
 @dataclass(frozen=True)
+class Pieces(Homogeneous):
+    """The pieces a tensor is cut into along one of its dims (`x.chunk(n, dim)`, `x.split(size, dim)`,
+    `x.unbind(dim)`): items of one type but different values, so the piece at a rank index differs across
+    the ranks of that index's axis (analysis/subscripts.py). `dim`: the dim cut (None: not a constant);
+    `count`: the number of pieces asked for (None: not given as a count)."""
+
+    dim: int | None = None
+    count: Value | None = None
+
+
+@dataclass(frozen=True)
+class AxisSize(PyNumber):
+    """The number of ranks along one mesh axis (`mesh["tp"].size()`): a number like any other elsewhere;
+    `x.chunk(mesh["tp"].size(), dim)[mesh["tp"].get_local_rank()]` is then this rank's S(dim) block."""
+
+    axis: str = ""
+
+
+@dataclass(frozen=True)
 class DictValue(Value):
     items: tuple[tuple[Value, Value, cst.CSTNode], ...]  # key, value, key node
 

@@ -44,6 +44,7 @@ class DimsRule:
 
     name: str  # keep, drop, T, transpose, permute, movedim, unsqueeze, squeeze, reduce, ...
     params: tuple[str, ...] = ()
+    pieces: str | None = None  # a split's parameter giving the number of pieces (`chunk(chunks, dim)`)
 
 
 @dataclass(frozen=True)

@@ -271,7 +271,8 @@ def _apply_decorator(rule: OpRule, name: str, args: list[object], kwargs: dict[s
     elif name == "grad":
         rule.grad = str(args[0])
     elif name == "dims":
-        rule.dims = DimsRule(str(args[0]), tuple(str(a) for a in args[1:]))
+        pieces = kwargs.get("pieces")
+        rule.dims = DimsRule(str(args[0]), tuple(str(a) for a in args[1:]), str(pieces) if pieces else None)
     elif name == "inplace":
         rule.inplace_param = str(args[0]) if args else "self"
     elif name == "property":

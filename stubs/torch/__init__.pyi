@@ -259,7 +259,7 @@ def gather(
 @dims("split", "dim")
 def split(tensor: Tensor, split_size_or_sections: int | list[int], dim: int = 0) -> tuple[Tensor, ...]: ...
 @linear
-@dims("split", "dim")
+@dims("split", "dim", pieces="chunks")
 def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]: ...
 @linear
 @dims("select", "dim")
@@ -1003,7 +1003,7 @@ class Tensor:
     @dims("split", "dim")
     def split(self, split_size: int | list[int], dim: int = 0) -> tuple[Tensor, ...]: ...
     @linear
-    @dims("split", "dim")
+    @dims("split", "dim", pieces="chunks")
     def chunk(self, chunks: int, dim: int = 0) -> tuple[Tensor, ...]: ...
     @linear
     @dims("select", "dim")

@@ -38,7 +38,9 @@ from spmdcheck.analysis.dtensor.values import (
 )
 from spmdcheck.analysis.findings import Finding
 from spmdcheck.analysis.values import (
+    NUMBER,
     UNKNOWN,
+    AxisSize,
     Literal,
     MeshValue,
     Seq,
@@ -253,6 +255,25 @@ def device_mesh_of(a: Analysis, rule: OpRule, bound: Bound, node: cst.CSTNode) -
     return dt.mesh if dt is not None else UNKNOWN
 
 
+def mesh_size(a: Analysis, rule: OpRule, bound: Bound, node: cst.CSTNode) -> Value:
+    """`mesh["tp"].size()`, `mesh.size("tp")`: the number of ranks along one axis (a number elsewhere; a count
+    of pieces that makes `x.chunk(n, dim)[rank]` this rank's block: subscripts.py)."""
+    mesh = bound.get("self")
+    if not isinstance(mesh, MeshValue):
+        return NUMBER
+    dims = mesh_dims(mesh)
+    which = bound.literal(rule, str(_keyword(rule, "dim", "mesh_dim")))
+    if which is None and len(dims) == 1:
+        dim = dims[0]
+    elif isinstance(which, int) and not isinstance(which, bool) and -len(dims) <= which < len(dims):
+        dim = dims[which]
+    elif isinstance(which, str) and which in mesh.axes:
+        dim = dims[mesh.axes.index(which)]
+    else:
+        return NUMBER
+    return AxisSize(axis=dim[0]) if len(dim) == 1 else NUMBER
+
+
 def flatten_mesh(a: Analysis, rule: OpRule, bound: Bound, node: cst.CSTNode) -> Value:
     """`mesh["dp", "cp"]._flatten("dp_cp")`: one mesh dim spanning the axes of all of the mesh's dims."""
     mesh = bound.get("self")
@@ -273,4 +294,5 @@ HANDLERS: dict[str, Handler] = {
     "placements": placements_of,
     "device_mesh": device_mesh_of,
     "flatten": flatten_mesh,
+    "mesh_size": mesh_size,
 }
