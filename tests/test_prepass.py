@@ -272,6 +272,8 @@ def test_seed_words_come_from_the_rules():
     assert {"all_reduce", "broadcast", "copy_to_tensor_model_parallel_region", "init_device_mesh"} <= seeds
     assert not {"add", "relu", "matmul", "zeros", "torch"} & seeds
     assert "torch" in prepass.seed_words(load_registry(()), True)
+    # a number of a mesh that is already there (`mesh.size("tp")`): the mesh's factory is the seed
+    assert "size" not in seeds
 
 
 def test_a_source_writing_a_class_attribute_in_another_file_makes_the_class_a_source():

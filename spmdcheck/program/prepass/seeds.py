@@ -66,6 +66,11 @@ _INERT_FIELDS = frozenset(
 _INERT_SPMD_API = frozenset({"backward", "ignore", "local_map"})
 
 
+# DTensor API handlers that give a number of a mesh that is already there (`mesh.size("tp")`): a mesh comes from
+# a factory, itself a seed; a name as common as `size` would make nearly every file a seed
+_INERT_DTENSOR_API = frozenset({"mesh_size"})
+
+
 _INERT_CONTEXTS = frozenset({"no_grad", "enable_grad", "no_typecheck"})
 
 
@@ -77,8 +82,9 @@ def enabled() -> bool:
 
 
 def _creates_types(rule: OpRule) -> bool:
+    inert_dtensor = rule.dtensor_api in _INERT_DTENSOR_API
     for f in dataclasses.fields(rule):
-        if f.name in _INERT_FIELDS:
+        if f.name in _INERT_FIELDS or (inert_dtensor and f.name in ("dtensor_api", "dtensor_args")):
             continue
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
         if getattr(rule, f.name) != default:
