@@ -94,13 +94,13 @@ def counted_range(values: list[Any], texts: list[str]) -> Counted | None:
     return None if count is None else Counted(count, lambda i: i)
 
 
-def combined(values: list[Any], make: Callable[[list[Any]], Any]) -> Counted | None:
-    """`zip(...)` of sequences of the same count (at least one of them counted): `make` of their elements."""
+def combined(values: list[Any], build: Callable[[list[Any]], Any]) -> Counted | None:
+    """`zip(...)` of sequences of the same count (at least one of them counted): `build` of their elements."""
     counts = {v.count for v in values if isinstance(v, Counted)}
     if len(counts) != 1 or not all(isinstance(v, Counted) for v in values):
         return None
     parts = [v for v in values if isinstance(v, Counted)]
-    return Counted(counts.pop(), lambda i: make([p.element(i) for p in parts]))
+    return Counted(counts.pop(), lambda i: build([p.element(i) for p in parts]))
 
 
 def length(value: Counted) -> int | Count:
