@@ -19,6 +19,7 @@ import libcst as cst
 from spmdcheck.analysis.binding import Arg
 from spmdcheck.analysis.frames import Engine, Frame
 from spmdcheck.analysis.interp.loopreads import names_in
+from spmdcheck.analysis.memo import NodeMemo
 from spmdcheck.analysis.values import FunctionValue, InstanceValue, Value
 
 
@@ -48,17 +49,8 @@ class Closure:
         )
 
 
-_MENTIONED: dict[int, tuple[cst.FunctionDef, tuple[str, ...]]] = {}
-
-
-def _names_mentioned(fn: cst.FunctionDef) -> tuple[str, ...]:
-    """Every name the function's text mentions (its nested functions' too), sorted; kept per definition."""
-    kept = _MENTIONED.get(id(fn))
-    if kept is not None and kept[0] is fn:
-        return kept[1]
-    found = tuple(sorted(names_in(fn)))
-    _MENTIONED[id(fn)] = (fn, found)  # the node is kept with its names: its id is never another node's
-    return found
+# every name a function's text mentions (its nested functions' too), sorted
+_names_mentioned: NodeMemo[cst.FunctionDef, tuple[str, ...]] = NodeMemo(lambda fn: tuple(sorted(names_in(fn))))
 
 
 class Undecorated(FunctionValue):
@@ -157,8 +149,12 @@ def _forwarded_name(fn: cst.FunctionDef) -> str | None:
         return None
     first, second = call.args
     passes_all = (
-        first.star == "*" and isinstance(first.value, cst.Name) and first.value.value == star.name.value
-        and second.star == "**" and isinstance(second.value, cst.Name) and second.value.value == kwargs.name.value
+        first.star == "*"
+        and isinstance(first.value, cst.Name)
+        and first.value.value == star.name.value
+        and second.star == "**"
+        and isinstance(second.value, cst.Name)
+        and second.value.value == kwargs.name.value
     )
     if not passes_all:
         return None

@@ -28,6 +28,7 @@ import libcst as cst
 from spmdcheck.analysis.frames import Frame
 from spmdcheck.analysis.interp.loopreads import NODE_KINDS, is_node_kind, layout_free_fields, names_in
 from spmdcheck.analysis.interp.syntax import block_body
+from spmdcheck.analysis.memo import NodeMemo
 from spmdcheck.analysis.values import UNKNOWN, Literal, Seq, Value
 
 MAX_ITEMS = 8  # a loop over more known items than this runs to its fixed point
@@ -94,26 +95,19 @@ class _BodyFacts:
     tests_target: bool  # a condition or comparison of the body reads a name the loop's target binds
 
 
-_FACTS: dict[int, tuple[cst.For, _BodyFacts]] = {}
-
-
-def _facts(node: cst.For) -> _BodyFacts:
-    cached = _FACTS.get(id(node))
-    if cached is not None and cached[0] is node:
-        return cached[1]
+def _read_facts(node: cst.For) -> _BodyFacts:
     walk = _BodyWalk()
     for stmt in block_body(node):
         walk.statement(stmt)
     target = names_in(node.target)
-    facts = _BodyFacts(
+    return _BodyFacts(
         may_leave=walk.own_jump or walk.exits,
         leaves_early=walk.own_jump or walk.nested_jump or walk.returns or walk.lambda_yield,
         tests_target=not target.isdisjoint(walk.tested),
     )
-    if len(_FACTS) > 4096:
-        _FACTS.clear()
-    _FACTS[id(node)] = (node, facts)
-    return facts
+
+
+_facts: NodeMemo[cst.For, _BodyFacts] = NodeMemo(_read_facts)
 
 
 class _BodyWalk:
