@@ -2,7 +2,7 @@
 the same code (mypy, pyright, ruff with `F`), and spmdcheck reads them as it reads the older `Local["..."]`.
 
 mypy and ruff are run on every `python` example of the pages that teach annotations; pyright too when it can
-run here (its PyPI wrapper fetches node and the pyright package on first use: without them the test skips).
+run here (its PyPI wrapper, a test extra, fetches the pyright package from npm on first use: without it the test skips).
 Each tool runs once over every example, so the test stays a few seconds long.
 """
 

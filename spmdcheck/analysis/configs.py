@@ -17,6 +17,7 @@ import libcst as cst
 
 from spmdcheck.analysis import writes
 from spmdcheck.analysis.frames import ConfigSlots, Engine, Frame, Slot
+from spmdcheck.analysis.memo import NodeMemo
 from spmdcheck.analysis.values import (
     UNKNOWN,
     ClassValue,
@@ -99,16 +100,16 @@ def _annotation_import(interp: Engine, ann: cst.BaseExpression) -> str | None:
     return ".".join([module, *parts]) if module is not None else None
 
 
-_GUARDED: dict[int, tuple[cst.Module, dict[str, str]]] = {}
+_guarded_by_module: NodeMemo[cst.Module, dict[str, str]] = NodeMemo()
 
 
 def _guarded_imports(interp: Engine) -> dict[str, str]:
     """The names the current module imports in its top-level `if` blocks, each with the qualified name it
     stands for: read once per module (an annotation is looked up at every call of its function)."""
-    tree = interp.ctx.module
-    kept = _GUARDED.get(id(tree))
-    if kept is not None and kept[0] is tree:
-        return kept[1]
+    return _guarded_by_module.get(interp.ctx.module, lambda tree: _read_guarded_imports(interp, tree))
+
+
+def _read_guarded_imports(interp: Engine, tree: cst.Module) -> dict[str, str]:
     importer = interp.ctx.module_file
     found: dict[str, str] = {}
     for stmt in tree.body:
@@ -126,9 +127,6 @@ def _guarded_imports(interp: Engine) -> dict[str, str]:
                     module = resolve_import(importer, source, len(small.relative)) if importer else source
                     if module:
                         found.setdefault(bound.value, f"{module}.{alias.name.value}")  # the first import wins
-    if len(_GUARDED) > 4096:
-        _GUARDED.clear()
-    _GUARDED[id(tree)] = (tree, found)
     return found
 
 

@@ -93,7 +93,8 @@ def call_decorated(
 
 
 # ----------------------------------------------------------------------------- pass-through forwarders
-_FORWARDERS: dict[int, tuple[cst.FunctionDef, str | None]] = {}
+# the name each function forwards its arguments to ("": its first parameter; None: not a forwarder)
+_forwarded_names: NodeMemo[cst.FunctionDef, str | None] = NodeMemo(lambda fn: _forwarded_name(fn))
 
 
 def forwarded(func: Value, args: list[Arg]) -> tuple[Value, list[Arg]] | None:
@@ -108,13 +109,7 @@ def forwarded(func: Value, args: list[Arg]) -> tuple[Value, list[Arg]] | None:
     None: not such a function, its callee is passed by keyword, or a `*xs` could not be expanded."""
     if not isinstance(func, FunctionValue) or any(keyword == "*" for keyword, _, _ in args):
         return None
-    fn = func.node
-    cached = _FORWARDERS.get(id(fn))
-    if cached is None or cached[0] is not fn:
-        if len(_FORWARDERS) > 4096:
-            _FORWARDERS.clear()
-        cached = _FORWARDERS[id(fn)] = (fn, _forwarded_name(fn))
-    callee = cached[1]
+    callee = _forwarded_names(func.node)
     if callee is None:
         return None
     if callee == "":  # the first parameter

@@ -6,6 +6,8 @@ summary (result, collectives issued, effects on its arguments and objects) inste
 
 from __future__ import annotations
 
+import functools
+
 import libcst as cst
 
 from spmdcheck.analysis import configs, decorators, rankflow, signature
@@ -138,23 +140,28 @@ def _instances_of(args: list[Arg], receiver: Value | None) -> list[tuple[int, In
     return out
 
 
+def _abstract_argument(interp: Engine, passed: list[Value | None], value: Value) -> object:
+    """What of an argument a call's summary depends on. (Module-level, given its context: a nested function
+    that called itself would be a cycle through its own cell, garbage for the collector at every call.)"""
+    kind = type(value)  # exact types (none of these has a subclass): asked of every argument of every call
+    if kind is InstanceValue:
+        return (value.snapshot(), configs.slot_key(interp, value))
+    if kind is DimSize or kind is ShapeValue:
+        # a size matters to the callee only as the size of a tensor it is given (a view of that tensor
+        # keeps the dim); any other size is just a number, and calls given one share their summary
+        owner = next((i for i, v in enumerate(passed) if v is value.tensor), None)
+        if owner is None:
+            return NUMBER if isinstance(value, DimSize) else UNKNOWN
+        return (type(value).__name__, owner, getattr(value, "index", None), getattr(value, "rank", None))
+    if isinstance(value, FunctionValue) and value.closure is not None:
+        # a wrapper: what it was made with
+        return value, value.closure.key(value.node, functools.partial(_abstract_argument, interp, passed))
+    return value
+
+
 def _summary_key(interp: Engine, func: FunctionValue, args: list[Arg], receiver: Value | None) -> tuple | None:
     passed = [receiver, *(v for _, v, _ in args)]
-
-    def abstract(value: Value) -> object:
-        kind = type(value)  # exact types (none of these has a subclass): asked of every argument of every call
-        if kind is InstanceValue:
-            return (value.snapshot(), configs.slot_key(interp, value))
-        if kind is DimSize or kind is ShapeValue:
-            # a size matters to the callee only as the size of a tensor it is given (a view of that tensor
-            # keeps the dim); any other size is just a number, and calls given one share their summary
-            owner = next((i for i, v in enumerate(passed) if v is value.tensor), None)
-            if owner is None:
-                return NUMBER if isinstance(value, DimSize) else UNKNOWN
-            return (type(value).__name__, owner, getattr(value, "index", None), getattr(value, "rank", None))
-        if isinstance(value, FunctionValue) and value.closure is not None:
-            return value, value.closure.key(value.node, abstract)  # a wrapper: what it was made with
-        return value
+    abstract = functools.partial(_abstract_argument, interp, passed)
 
     try:
         key = (

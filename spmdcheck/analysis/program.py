@@ -18,6 +18,7 @@ from spmdcheck.analysis.context import BindObserver, FileContext, Options, Progr
 from spmdcheck.analysis.frames import Scope
 from spmdcheck.analysis.interp.engine import Interpreter
 from spmdcheck.analysis.interp.syntax import is_main_guard
+from spmdcheck.analysis.memo import forget_program_facts
 from spmdcheck.analysis.roots import TOP, ElidedBody, RootLog
 from spmdcheck.analysis.values import Generation
 from spmdcheck.program.graph import ModuleFile, ModuleGraph
@@ -69,6 +70,20 @@ def analyze_program(
 ) -> ProgramResult:
     """`log`: record what each root depends on (see roots.py); each unit's `bodies` is the number of
     function bodies the pre-pass cut in its file, which the walk of its syntax tree must find again."""
+    try:
+        return _analyze_program(units, registry, graph, parse, on_bind, log)
+    finally:
+        forget_program_facts()  # the facts read from its syntax trees must not keep them alive
+
+
+def _analyze_program(
+    units: list[SourceUnit],
+    registry: Registry,
+    graph: ModuleGraph | None = None,
+    parse: Callable[[str], cst.Module | None] | None = None,
+    on_bind: BindObserver | None = None,
+    log: RootLog | None = None,
+) -> ProgramResult:
     program = ProgramState(on_bind=on_bind, log=log)
     runs: dict[str, _ModuleRun] = {}
     ordered: list[_ModuleRun] = []

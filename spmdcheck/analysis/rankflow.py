@@ -13,6 +13,7 @@ import libcst as cst
 
 from spmdcheck.analysis.binding import Arg
 from spmdcheck.analysis.frames import Engine
+from spmdcheck.analysis.memo import NodeMemo
 from spmdcheck.analysis.values import (
     UNKNOWN,
     FunctionValue,
@@ -203,20 +204,18 @@ class _Uncertain(cst.CSTVisitor):
 
 _BLOCKS = (cst.FunctionDef, cst.If, cst.For, cst.With)
 _UNCERTAIN = (cst.While, cst.Try, cst.TryStar, cst.Match, cst.IfExp, cst.BooleanOperation)
-_STRAIGHT: dict[int, tuple[cst.CSTNode, bool]] = {}
 
 
 def _straight(fn: cst.FunctionDef | None) -> bool:
     """Whether the generator `fn` runs each yield once per pass of the path the interpreter follows (the
     `if`s and `for`s around it are run as they are taken: unrolled, or joined and then not exact)."""
-    if fn is None:
-        return False
-    cached = _STRAIGHT.get(id(fn))
-    if cached is not None and cached[0] is fn:
-        return cached[1]
+    return fn is not None and _straight_bodies(fn)
+
+
+def _has_no_uncertain_block(fn: cst.FunctionDef) -> bool:
     visitor = _Uncertain()
     fn.visit(visitor)
-    if len(_STRAIGHT) > 4096:
-        _STRAIGHT.clear()
-    _STRAIGHT[id(fn)] = (fn, not visitor.found)
     return not visitor.found
+
+
+_straight_bodies: NodeMemo[cst.FunctionDef, bool] = NodeMemo(_has_no_uncertain_block)

@@ -106,14 +106,21 @@ def exec_both(
             # a squared norm one arm added to keeps its terms (each with the arm's condition): norms.py
             walker.env[name] = norms.join(after_env.get(name, OPAQUE), walker.env.get(name, OPAQUE))
     if ended_first is not None and ended_second is not None:
-        raise ended_first
+        try:
+            raise ended_first
+        finally:
+            # the raised exception's traceback holds this frame: the locals must not hold the exception, or
+            # the cycle keeps every frame of the walk (and the whole program they reach) for the collector
+            ended_first = ended_second = None
 
 
 def _exec_path(walker: Walker, body: Sequence[cst.CSTNode]) -> Exception | None:
+    """The path's run; the Return, Break or Continue that ended it (without its traceback: kept in a local
+    of the caller, the traceback's frames would hold that local in a cycle)."""
     try:
         exec_block(walker, body)
     except (Return, Break, Continue) as ended:
-        return ended
+        return ended.with_traceback(None)
     return None
 
 
