@@ -24,13 +24,13 @@ from spmdcheck.cli.project import (
     show_settings,
     split_list,
 )
-from spmdcheck.frontend.source import ParseFailure
 from spmdcheck.settings import FileResult
 
 if TYPE_CHECKING:
     from spmdcheck.config.resolve import Config, ConfigResolver
     from spmdcheck.diagnostics.render import Diagnostic
     from spmdcheck.engine.result_cache import ResultCache
+    from spmdcheck.frontend.source import ParseFailure
     from spmdcheck.rules.stubs import Registry
     from spmdcheck.settings import Settings
 
@@ -196,7 +196,7 @@ class _CheckRun:
         context: list[str] = []  # other files of the group's packages, analysed with it but not reported
         store = open_cache(args, self.primary.root, settings) if stdin_text is None else None
         registry = self._stubs(settings, store)
-        if isinstance(stdin_text, ParseFailure):
+        if stdin_text is not None and not isinstance(stdin_text, str):  # a ParseFailure: undecodable bytes
             from spmdcheck.diagnostics.render import diagnostic_of
             from spmdcheck.diagnostics.violations.inputs import SyntaxErrorFound
 

@@ -20,7 +20,6 @@ import os
 import pathlib
 import shutil
 import stat
-import subprocess
 import sys
 import tempfile
 from collections.abc import Iterable
@@ -113,6 +112,8 @@ def tracked_by_git(directory: pathlib.Path) -> bool:
     """Whether git tracks a file under `directory`. Asked only of a folder this account did not make
     (`_owned_cache`), so once per new folder, never on a warm run. fsmonitor is turned off: a hostile
     repository's own config must not make this call run a program."""
+    import subprocess  # (a warm run never asks: not imported at start-up)
+
     try:
         proc = subprocess.run(
             ["git", "-c", "core.fsmonitor=false", "ls-files", "-z", "--", directory.name],

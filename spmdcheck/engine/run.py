@@ -7,17 +7,17 @@ import pathlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from spmdcheck.engine.plan import LoadedFile, plan_programs, program_graph
-from spmdcheck.engine.pool import LazyPool
-from spmdcheck.engine.record import file_outlines
-from spmdcheck.engine.scan_cache import cached_prepass
-from spmdcheck.program import prepass
+from spmdcheck.program.prepass_switch import enabled as prepass_enabled
 from spmdcheck.settings import FileResult, Settings
 
+# The planner, the pool and the pre-pass's cache are imported by the run that needs them: a run answered by
+# the result cache (an unchanged tree: the commonest warm run) reads hashes and the cache, and ends.
 if TYPE_CHECKING:
     from spmdcheck.engine.incremental import Selective
+    from spmdcheck.engine.plan import LoadedFile
     from spmdcheck.engine.result_cache import ResultCache
     from spmdcheck.rules.stubs import Registry
+
 
 def run_check(
     files: list[str],
@@ -42,6 +42,11 @@ def run_check(
         hashes, tree, answered = _whole_tree_answer(files, store, focus)
         if answered is not None:
             return answered
+    from spmdcheck.engine.plan import plan_programs
+    from spmdcheck.engine.pool import LazyPool
+    from spmdcheck.engine.scan_cache import cached_prepass
+    from spmdcheck.program import prepass
+
     if progress is not None:
         progress("planned", len(files))
     jobs = max(1, min(jobs or (os.cpu_count() or 1), len(files)))
@@ -127,7 +132,7 @@ def _whole_tree_answer(
             hashes[f] = caching.content_hash(pathlib.Path(f).read_bytes())
         except OSError:
             pass
-    tree = caching.tree_key(hashes) + ("" if prepass.enabled() else "-whole")
+    tree = caching.tree_key(hashes) + ("" if prepass_enabled() else "-whole")
     if focus is not None:  # a focused run leaves the other files unchecked: it answers only itself
         tree += "-focus-" + caching.tree_key(dict.fromkeys(focus, ""))
     if tree == store.tree and len(hashes) == len(files) and all(f in store.results for f in files):
@@ -148,6 +153,9 @@ def _selective_plan(
 ) -> tuple[str, Selective | None]:
     """The program's shape (its files) and, when its last record allows, the plan of a selective run."""
     from spmdcheck.engine import incremental
+    from spmdcheck.engine.plan import program_graph
+    from spmdcheck.engine.record import file_outlines
+    from spmdcheck.program import prepass
 
     shape = shape_key(program)
     plain = store.record(shape)
@@ -191,6 +199,8 @@ def _selective_plan(
 def analysed_digest(f: LoadedFile, content: str = "", store: ResultCache | None = None) -> str | None:
     """`prepass.analysed_digest` of a planned file; None without the pre-pass's comment cuts. With a result
     cache and the file's content hash, the digest of the last run is reused when the same bodies were blank."""
+    from spmdcheck.program import prepass
+
     if f.cuts is None:
         return None
     key = f"{content}:{f.blank}" if content and store is not None else ""

@@ -16,37 +16,47 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import hashlib
 import json
 import os
 import pathlib
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from spmdcheck.cache_trust import read_regular, secret_key, unseal, write_sealed
-from spmdcheck.lattice import AxisType, GradState, Kind, Linearity
-from spmdcheck.rules.model import (
-    CollectiveRule,
-    ContractRule,
-    DimsRule,
-    LayoutRule,
-    MappingRule,
-    OpRule,
-    Param,
-    ParamRole,
-    RawCollectiveRule,
-    Returns,
-    Transition,
-)
-from spmdcheck.rules.stubs import Registry
+
+if TYPE_CHECKING:
+    from spmdcheck.rules.model import OpRule
+    from spmdcheck.rules.stubs import Registry
 
 FORMAT = 4  # 2: layout, module contract, assumed constants, instance tests; 3: contract builders; 4: sealed
 REGISTRY_CAP = 256 << 20  # bytes read at most from a cached registry
 _MEMORY: dict[str, Registry] = {}  # stamp -> registry, for this process (keyed on content like the disk)
 _MEMORY_SIZE = 8
 _disk = {"enabled": True}
-_CLASSES = {
-    c.__name__: c
-    for c in (
+
+
+@functools.cache
+def _codec() -> tuple[dict[str, type], dict[str, type[enum.Enum]]]:
+    """The rule model's classes and enums a cached registry may hold, by name. Imported when a registry is
+    written or read, not when this module is: a run answered from the result cache only stamps the stubs."""
+    from spmdcheck.lattice import AxisType, GradState, Kind, Linearity
+    from spmdcheck.rules.model import (
+        CollectiveRule,
+        ContractRule,
+        DimsRule,
+        LayoutRule,
+        MappingRule,
+        OpRule,
+        Param,
+        ParamRole,
+        RawCollectiveRule,
+        Returns,
+        Transition,
+    )
+
+    classes = (
         OpRule,
         Param,
         DimsRule,
@@ -58,8 +68,8 @@ _CLASSES = {
         LayoutRule,
         ContractRule,
     )
-}
-_ENUMS = {e.__name__: e for e in (Kind, Linearity, GradState, ParamRole, Returns)}
+    enums = (Kind, Linearity, GradState, ParamRole, Returns)
+    return {c.__name__: c for c in classes}, {e.__name__: e for e in enums}
 
 
 class CacheError(ValueError):
@@ -72,12 +82,12 @@ def _encode(value: object) -> object:
     if value is Ellipsis:
         return {"$": "..."}
     if isinstance(value, enum.Enum):
-        if type(value).__name__ not in _ENUMS:
+        if type(value).__name__ not in _codec()[1]:
             raise CacheError(f"cannot cache {type(value).__name__}")
         return {"$enum": type(value).__name__, "v": value.value}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         name = type(value).__name__
-        if _CLASSES.get(name) is not type(value):
+        if _codec()[0].get(name) is not type(value):
             raise CacheError(f"cannot cache {name}")
         return {"$": name, "f": {f.name: _encode(getattr(value, f.name)) for f in dataclasses.fields(value)}}
     if isinstance(value, tuple):
@@ -99,7 +109,7 @@ def _decode(value: object) -> object:
     if not isinstance(value, dict):
         raise CacheError("unexpected value")
     if "$enum" in value:
-        return _ENUMS[value["$enum"]](value["v"])
+        return _codec()[1][value["$enum"]](value["v"])
     tag = value.get("$")
     if tag == "...":
         return Ellipsis
@@ -109,7 +119,7 @@ def _decode(value: object) -> object:
         return frozenset(_decode(v) for v in value["i"])
     if tag == "dict":
         return {_decode(k): _decode(v) for k, v in value["i"]}
-    cls = _CLASSES.get(tag)  # type: ignore[arg-type]
+    cls = _codec()[0].get(tag)  # type: ignore[arg-type]
     if cls is None:
         raise CacheError(f"unknown class {tag!r}")
     return cls(**{name: _decode(v) for name, v in value["f"].items()})
@@ -210,6 +220,8 @@ def load_cached_registry(path: pathlib.Path, stamp: str) -> Registry | None:
         errors = data["errors"]
         if not isinstance(errors, list) or not all(isinstance(e, str) for e in errors):
             return None
+        from spmdcheck.rules.stubs import Registry
+
         return Registry(rules=_LazyRules(raw), errors=list(errors))
     except (ValueError, KeyError, TypeError, AttributeError, RecursionError, UnicodeDecodeError):
         return None
@@ -232,7 +244,7 @@ class _LazyRules(dict):
                 value = _decode(value)
             except (CacheError, KeyError, TypeError, ValueError, AttributeError, RecursionError):
                 value = None
-            if not isinstance(value, OpRule):  # written by no version of this checker: the rule is unknown
+            if not isinstance(value, _codec()[0]["OpRule"]):  # written by no version of this checker: unknown rule
                 dict.__delitem__(self, key)
                 raise KeyError(key)
             dict.__setitem__(self, key, value)

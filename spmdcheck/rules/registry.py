@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import os
 import pathlib
+from typing import TYPE_CHECKING
 
 from spmdcheck.rules.cache import cached_registry, forget_registries
-from spmdcheck.rules.stubs import Registry, load_stub_dirs
+
+if TYPE_CHECKING:  # the stub reader is imported by a run that builds a registry: a cached run only locates stubs
+    from spmdcheck.rules.stubs import Registry
 
 _PACKAGE = pathlib.Path(__file__).resolve().parent.parent  # spmdcheck/
 SHIPPED_STUBS_CANDIDATES = (
@@ -31,6 +34,8 @@ def user_cache_dir() -> pathlib.Path:
 
 def load_registry(stub_path: tuple[str, ...] = ()) -> Registry:
     """Shipped stubs, then the user's stub directories; cached (in memory and on disk) by the stubs' text."""
+    from spmdcheck.rules.stubs import load_stub_dirs
+
     dirs = [shipped_stubs(), *(pathlib.Path(p) for p in stub_path)]
     return cached_registry(dirs, load_stub_dirs, user_cache_dir())
 

@@ -53,8 +53,9 @@ from spmdcheck.program.prepass.scan import (
     scan_hash,
     scan_to_plain,
 )
-from spmdcheck.program.prepass.seeds import enabled, seed_words
+from spmdcheck.program.prepass.seeds import seed_words
 from spmdcheck.program.prepass.spread import Plan, blank_bodies, blank_spans, plan, spread
+from spmdcheck.program.prepass_switch import enabled
 
 __all__ = [
     "FileScan",
