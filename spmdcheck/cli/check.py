@@ -92,7 +92,7 @@ def check(args: argparse.Namespace) -> int:
     diags.sort(key=lambda d: d.sort_key())
     if args.diff:
         settings_of = {f: settings for settings, group in by_settings.items() for f in group}
-        return print_diff(results, settings_of, run.programs) if run.status == EXIT_CLEAN else EXIT_USAGE
+        return print_diff(results, settings_of, run.programs, run._jobs()) if run.status == EXIT_CLEAN else EXIT_USAGE
     stdin_text = run.stdin_text if isinstance(run.stdin_text, str) else None
     if args.fix and args.paths == ["-"] and not args.diff:
         # with `-` and --fix, stdout holds the fixed source (as ruff does), so the report goes to stderr

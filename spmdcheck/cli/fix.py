@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pathlib
 import sys
 from typing import TYPE_CHECKING
 
@@ -12,43 +13,102 @@ from spmdcheck.cli.project import run_uncached
 from spmdcheck.settings import FileResult
 
 if TYPE_CHECKING:
-    from spmdcheck.diagnostics.render import Diagnostic
     from spmdcheck.rules.stubs import Registry
     from spmdcheck.settings import Settings
 
 
-def print_diff(results: list[FileResult], settings_of: dict[str, Settings], programs: dict[str, list[str]]) -> int:
-    """--diff: print what every fix (unsafe ones included: nothing is written) would change. `programs`: the
-    files each file is checked with (its group's and their project context): later rounds check the fixed
-    text with them, as the first did."""
-    from spmdcheck.engine.buffers import DiskTexts, check_in_program
-    from spmdcheck.fixes.rounds import fix_diff, fixable
-    from spmdcheck.report import display_path
+def print_diff(
+    results: list[FileResult], settings_of: dict[str, Settings], programs: dict[str, list[str]], jobs: int = 1
+) -> int:
+    """--diff: what `--fix --unsafe-fixes` would write, as a unified diff; nothing is written. The same rounds
+    run on a private copy of the files each fixable file is checked with (`programs`: its group's and their
+    project context), so a fix whose effect reaches another file (a finding there in a later round) shows as
+    --fix makes it (as ruff's --diff shows the fixed files)."""
+    from spmdcheck.fixes.rounds import fixable
     from spmdcheck.rules.registry import load_registry
 
     total = 0
-    disk = DiskTexts()
-    for r in sorted(results, key=lambda r: r.path):
-        if not fixable(r.diagnostics, True):
+    groups: dict[tuple[str, ...], list[FileResult]] = {}
+    for r in results:
+        program = programs.get(r.path, [r.path])
+        groups.setdefault(tuple(program), []).append(r)
+    for program, group_results in sorted(groups.items()):
+        if not any(fixable(r.diagnostics, True) for r in group_results):
             continue
-        settings = settings_of[r.path]
+        settings = settings_of[group_results[0].path]
         registry = load_registry(settings.stub_path)
-        others = [f for f in programs.get(r.path, []) if f != r.path]
-
-        def check(
-            text: str,
-            path: str = r.path,
-            settings: Settings = settings,
-            registry: Registry = registry,
-            others: list[str] = others,
-        ) -> list[Diagnostic]:
-            return check_in_program(path, text, settings, registry, others, disk=disk)[0]
-
-        diff, count = fix_diff(r.path, r.diagnostics, check, display_path(r.path).replace(os.sep, "/"))
-        sys.stdout.write(diff)
+        reported = [r.path for r in group_results]
+        diffs, count = _program_diff(reported, [f for f in program if f not in set(reported)], settings, registry, jobs)
+        for diff in diffs:
+            sys.stdout.write(diff)
         total += count
     note(f"would apply {total} fix(es)" if total else "no fixes to apply")
     return EXIT_FINDINGS if total else EXIT_CLEAN
+
+
+def _program_diff(
+    files: list[str], context: list[str], settings: Settings, registry: Registry, jobs: int
+) -> tuple[list[str], int]:
+    """The diffs `fix_files` makes to `files` (checked with `context`), run on a copy: the files, their context
+    and the `__init__.py` of their packages, under a temporary folder laid out as the originals are from their
+    common import root (so every module keeps its name)."""
+    import difflib
+    import shutil
+    import tempfile
+
+    from spmdcheck.fixes.apply import decode
+    from spmdcheck.frontend.lines import physical_lines
+    from spmdcheck.program.graph import import_root
+    from spmdcheck.report import display_path
+
+    originals = [os.path.abspath(f) for f in files + context]
+    packages = set()
+    for path in originals:
+        folder, root = os.path.dirname(path), import_root(path)
+        while folder != root and len(folder) > len(root):
+            packages.add(os.path.join(folder, "__init__.py"))
+            folder = os.path.dirname(folder)
+    base = os.path.commonpath([import_root(p) for p in originals])
+    scratch = tempfile.mkdtemp(prefix="spmdcheck-diff-")
+    try:
+        copy_of = {}
+        for path in sorted(set(originals) | packages):
+            target = os.path.join(scratch, os.path.relpath(path, base))
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            try:
+                shutil.copyfile(path, target)
+            except OSError:
+                continue  # unreadable: the run skips it too
+            copy_of[path] = target
+        copied = [copy_of[os.path.abspath(f)] for f in files if os.path.abspath(f) in copy_of]
+        copied_context = [copy_of[os.path.abspath(f)] for f in context if os.path.abspath(f) in copy_of]
+        first = run_uncached(copied, settings, registry, jobs, copied_context)
+        counts: dict[str, int] = {}
+        fix_files(first, copied, settings, registry, True, jobs, [scratch], copied_context, counts=counts, quiet=True)
+        diffs, total = [], 0
+        for f in sorted(files):
+            target = copy_of.get(os.path.abspath(f))
+            if target is None or not counts.get(target):
+                continue
+            try:
+                # as the checker reads them: coding cookie, BOM, line endings
+                before = decode(pathlib.Path(f).read_bytes()).text
+                after = decode(pathlib.Path(target).read_bytes()).text
+            except (OSError, SyntaxError, UnicodeDecodeError, LookupError):
+                continue
+            if before == after:
+                continue
+            shown = display_path(f).replace(os.sep, "/")
+            old, new = (f"a/{shown}", f"b/{shown}") if not shown.startswith("/") else (shown, shown)
+            lines = difflib.unified_diff(
+                physical_lines(before, keepends=True), physical_lines(after, keepends=True), fromfile=old, tofile=new
+            )
+            ending = "\n\\ No newline at end of file\n"
+            diffs.append("".join(x if x.endswith(("\n", "\r")) else x + ending for x in lines))
+            total += counts[target]
+        return diffs, total
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def add_noqa_comments(results: list[FileResult]) -> None:
@@ -74,19 +134,22 @@ def fix_files(
     jobs: int,
     roots: list[str],
     context: list[str],
+    counts: dict[str, int] | None = None,
+    quiet: bool = False,
 ):
     """Apply fixes in rounds (spmdcheck/fixes/rounds.py says why): each round applies every file's next batch,
     then checks again, with their whole programs, the files that import or are imported by a changed one
     (directly or not: a fix can change what a helper in another file receives), as the command line checks
     them; at the end every file; only the safe fixes without --unsafe-fixes. Each file's write is a
-    transaction (spmdcheck/fixes/apply.py); returns the results and how many files could not be fixed."""
+    transaction (spmdcheck/fixes/apply.py); returns the results and how many files could not be fixed.
+    `counts` receives each changed file's number of fixes; `quiet`: no notes (--diff runs this on a copy)."""
     from spmdcheck.engine.check import check_source
     from spmdcheck.fixes.apply import FixOutcome, apply_fixes
     from spmdcheck.fixes.rounds import IMPORT_LINE, MAX_ROUNDS, fixable, next_batch
     from spmdcheck.report.printable import printable
 
     held_back = sum(len(fixable(r.diagnostics, True)) - len(fixable(r.diagnostics, False)) for r in results)
-    if held_back and not unsafe:
+    if held_back and not unsafe and not quiet:
         note(
             f"{held_back} fix(es) available with --fix --unsafe-fixes (they insert collectives, "
             f"which changes what the program computes: review them, e.g. with --diff)"
@@ -132,7 +195,9 @@ def fix_files(
         results = [by_path.get(r.path, r) for r in results]
     if applied:
         results = run_uncached(files, settings, registry, jobs, context)
-    for path, count in sorted(applied.items()):
+    if counts is not None:
+        counts.update(applied)
+    for path, count in sorted(applied.items()) if not quiet else ():
         note(f"{printable(path)}: applied {count} fix(es)")
     return results, len(failed)
 

@@ -10,12 +10,9 @@ safe ones (removing unused suppressions) go together.
 
 from __future__ import annotations
 
-import difflib
-import pathlib
 from collections.abc import Callable
 
 from spmdcheck.diagnostics.render import Diagnostic
-from spmdcheck.diagnostics.suppression import physical_lines
 
 MAX_ROUNDS = 25  # per file; a fix that keeps producing new findings stops here
 IMPORT_LINE = "import spmd_types"
@@ -64,29 +61,3 @@ def fix_in_memory(
             break
         text, applied = new, applied + count
     return text, applied
-
-
-def fix_diff(
-    path: str,
-    diags: list[Diagnostic],
-    check: Callable[[str], list[Diagnostic]],
-    shown_path: str,
-    unsafe: bool = True,
-) -> tuple[str, int]:
-    """The unified diff the fixes would make to `path`, whose diagnostics are `diags`; and how many fixes.
-    Later rounds check the fixed text with `check` (the command line's checks it with the file's program)."""
-    from spmdcheck.fixes.apply import decode
-
-    try:
-        source = decode(pathlib.Path(path).read_bytes())  # as the checker read it: coding cookie, BOM
-    except (OSError, SyntaxError, UnicodeDecodeError, LookupError):
-        return "", 0
-    original = source.text
-    fixed, count = fix_in_memory(original, check, unsafe, diags, source.newline)
-    if fixed == original:
-        return "", 0
-    old, new = (f"a/{shown_path}", f"b/{shown_path}") if not shown_path.startswith("/") else (shown_path, shown_path)
-    out = []
-    for line in difflib.unified_diff(physical_lines(original), physical_lines(fixed), fromfile=old, tofile=new):
-        out.append(line if line.endswith(("\n", "\r")) else line + "\n\\ No newline at end of file\n")
-    return "".join(out), count
