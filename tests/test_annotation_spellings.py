@@ -1,15 +1,16 @@
 """The annotation spellings the docs lead with are accepted, unchanged, by the other checkers people run on
 the same code (mypy, pyright, ruff with `F`), and spmdcheck reads them as it reads the older `Local["..."]`.
 
-mypy and ruff are run on every `python` example of the pages that teach annotations; pyright too when it can
-run here (its PyPI wrapper, a test extra, fetches the pyright package from npm on first use: without it the test skips).
-Each tool runs once over every example, so the test stays a few seconds long.
+mypy, ruff and pyright are run on every `python` example of the pages that teach annotations and on every
+fixture (pyright when it can run here: its PyPI wrapper, a test extra, fetches the pyright package from npm on
+first use; without it those tests skip). Each tool runs once over all the files of a test.
 """
 
 from __future__ import annotations
 
 import ast
 import json
+import pathlib
 import re
 import shutil
 import subprocess
@@ -278,3 +279,38 @@ def test_ruff_f_accepts_the_annotations_of_every_fixture():
     assert proc.returncode == 0, proc.stdout + proc.stderr
     short = _run([*cmd, "fixtures/annotations/short_spelling_ok.py"], ROOT)
     assert "F722" in short.stdout, short.stdout
+
+
+# pyright's rules for an annotation it does not accept (a call or variable in a type expression, an unknown
+# name) and its syntax errors (no rule)
+PYRIGHT_REJECTS = ("reportInvalidTypeForm", "reportUndefinedVariable", None)
+
+
+def _pyright_rejections(folder: pathlib.Path, files: list[str]) -> list[str]:
+    pyright = _pyright(folder)
+    config = {
+        "extraPaths": [str(ROOT)],
+        "reportMissingImports": False,
+        "reportMissingModuleSource": False,
+        "reportPrivateImportUsage": False,
+    }
+    (folder / "pyrightconfig.json").write_text(json.dumps(config), encoding="utf-8")
+    proc = _run([pyright, "--outputjson", *files], folder)
+    report = json.loads(proc.stdout)
+    assert report["summary"]["filesAnalyzed"] >= len(files), proc.stdout[:2000]  # pyright really read them
+    return [
+        f"{d['file']}:{d['range']['start']['line'] + 1}: {d['message']}"
+        for d in report["generalDiagnostics"]
+        if d["severity"] == "error" and d.get("rule") in PYRIGHT_REJECTS
+    ]
+
+
+def test_pyright_accepts_the_annotations_of_every_fixture(tmp_path):
+    folder = tmp_path / "fixtures"
+    shutil.copytree(ROOT / "fixtures", folder)
+    files = [str(tmp_path / f) for f in fixture_files()]
+    assert len(files) > 400
+    rejected = _pyright_rejections(tmp_path, files)
+    assert not rejected, "\n".join(rejected[:50])
+    short = _pyright_rejections(tmp_path, [str(tmp_path / "fixtures/annotations/short_spelling_ok.py")])
+    assert short  # the harness sees a rejected annotation
