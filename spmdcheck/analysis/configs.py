@@ -11,6 +11,7 @@ classes) for one slot leave it without one. What is learnt is the run's (`RunSta
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import libcst as cst
@@ -24,6 +25,7 @@ from spmdcheck.analysis.values import (
     ContractValue,
     FunctionValue,
     InstanceValue,
+    LazyImport,
     ModuleRef,
     Value,
 )
@@ -37,8 +39,25 @@ def is_config_class(cls: Value) -> bool:
     return isinstance(cls, ClassValue) and any(c.outer is not None for c in cls.mro())
 
 
-def _class_in(interp: Engine, value: Value) -> ClassValue | None:
-    if isinstance(value, ClassValue) and is_config_class(value):
+def is_module_class(cls: Value) -> bool:
+    """A module class of the program: one deriving from a `torch.nn` class (through the program's own
+    classes) or defining `forward` (`model(x)` runs it)."""
+    if not isinstance(cls, ClassValue):
+        return False
+    if isinstance(cls.lookup("forward"), FunctionValue):
+        return True
+    for klass in cls.mro():
+        for base in klass.bases:
+            name = base.qualname if isinstance(base, ModuleRef) else (
+                f"{base.module}.{base.name}" if isinstance(base, LazyImport) else ""
+            )
+            if name.startswith("torch.nn."):
+                return True
+    return False
+
+
+def _class_in(value: Value, kind: Callable[[Value], bool]) -> ClassValue | None:
+    if isinstance(value, ClassValue) and kind(value):
         return value
     return None
 
@@ -61,21 +80,30 @@ def parsed_annotation(text: object) -> cst.BaseExpression | None:
     return _PARSED[text]
 
 
-def annotated_class(interp: Engine, ann: cst.BaseExpression, owner: ClassValue | None = None) -> ClassValue | None:
-    """The config class an annotation names: `Linear.Config`, `"Llama3Model.Config"`, `Config` (in a method of
-    the module), `FeedForward.Config | None`. None when it names something else or several classes."""
+def annotated_class(
+    interp: Engine,
+    ann: cst.BaseExpression,
+    owner: ClassValue | None = None,
+    kind: Callable[[Value], bool] = is_config_class,
+    optional: bool = True,
+) -> ClassValue | None:
+    """The class of `kind` (a config class unless told) an annotation names: `Linear.Config`,
+    `"Llama3Model.Config"`, `Config` (in a method of the module), `FeedForward.Config | None`. None when it
+    names something else or several classes (or `X | None`, unless `optional`)."""
     if isinstance(ann, (cst.SimpleString, cst.ConcatenatedString)):
         parsed = parsed_annotation(ann.evaluated_value)
         if parsed is None:
             return None
         ann = parsed
     if isinstance(ann, cst.BinaryOperation) and isinstance(ann.operator, cst.BitOr):
+        if not optional:
+            return None
         parts = [p for p in (ann.left, ann.right) if not (isinstance(p, cst.Name) and p.value == "None")]
-        return annotated_class(interp, parts[0], owner) if len(parts) == 1 else None
+        return annotated_class(interp, parts[0], owner, kind) if len(parts) == 1 else None
     if isinstance(ann, cst.Name) and owner is not None:
         found = owner.lookup(ann.value)
         if found is not None:
-            return _class_in(interp, found)
+            return _class_in(found, kind)
     if not isinstance(ann, (cst.Name, cst.Attribute)):
         return None
     value = interp.eval(ann)
@@ -84,7 +112,7 @@ def annotated_class(interp: Engine, ann: cst.BaseExpression, owner: ClassValue |
         value = ModuleRef(qualname) if qualname is not None else UNKNOWN
     if isinstance(value, ModuleRef):
         value = _checked_class(interp, value.qualname)
-    return _class_in(interp, value) if value is not None else None
+    return _class_in(value, kind) if value is not None else None
 
 
 def _annotation_import(interp: Engine, ann: cst.BaseExpression) -> str | None:
@@ -162,6 +190,23 @@ def config_parameter(
     if found is None and cls is not owner:
         found = annotated_class(interp, ann.annotation, owner)
     return InstanceValue(found) if found is not None else None
+
+
+def module_parameter(
+    interp: Engine, ann: cst.Annotation | None, receiver: Value | None, owner: ClassValue | None
+) -> Value | None:
+    """A parameter annotated with a module class of the program (`def step(model: RMSNorm, batch)`) and given
+    no value the checker knows: the object that class's methods are checked on (built by its `__init__`, with
+    the run's tensor-parallel plans of its class), so `model(x)` runs its `forward` on `x`. None: not such a
+    parameter, or one that may be None (`model: RMSNorm | None`: taking it as a module would decide the
+    `if model is None` the code asks)."""
+    if ann is None:
+        return None
+    cls = receiver.cls if isinstance(receiver, InstanceValue) else owner
+    found = annotated_class(interp, ann.annotation, cls, is_module_class, optional=False)
+    if found is None and cls is not owner:
+        found = annotated_class(interp, ann.annotation, owner, is_module_class, optional=False)
+    return interp.instance_for(found) if found is not None else None
 
 
 def _field_annotation(cls: ClassValue, name: str) -> tuple[ClassValue, cst.BaseExpression] | None:

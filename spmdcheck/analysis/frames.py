@@ -173,6 +173,9 @@ class Engine(Analysis, Protocol):
 
     def settle(self, value: Value) -> Value: ...
 
+    def instance_for(self, cls: ClassValue) -> InstanceValue:
+        """The object a class's methods are checked on (interp/modules.py)."""
+
 
 __all__ = [
     "ConfigSlots",

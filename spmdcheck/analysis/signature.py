@@ -242,11 +242,11 @@ def parameter_values(
                 if args is None and p.annotation is not None:
                     value = group_parameter(name, _annotation_words(interp, p.annotation.annotation)) or value
                 if value is UNKNOWN:
-                    value = configs.config_parameter(interp, p.annotation, receiver, interp.frame.owner) or value
+                    value = _object_parameter(interp, p.annotation, receiver) or value
         else:
             value = given[0]
-            if value is UNKNOWN:  # a module's config object, known by its annotation only
-                value = configs.config_parameter(interp, p.annotation, receiver, interp.frame.owner) or value
+            if value is UNKNOWN:  # a module or its config object, known by its annotation only
+                value = _object_parameter(interp, p.annotation, receiver) or value
             if declared:
                 checked = check_declared(interp, value, declared, given[1], ArgumentTypeMismatch, f"argument `{name}`")
                 # like mypy: past a reported mismatch, the body sees the declared type
@@ -271,6 +271,14 @@ def parameter_values(
         rest_kw = DictValue(tuple((Literal(k), v, n) for k, v, n in extra_keywords)) if args is not None else UNKNOWN
         out.append((fn.params.star_kwarg.name.value, rest_kw))
     return out
+
+
+def _object_parameter(interp: Engine, ann: cst.Annotation | None, receiver: Value | None) -> Value | None:
+    """A parameter known by its annotation only: a module's config object, or a module of the program."""
+    owner = interp.frame.owner
+    return configs.config_parameter(interp, ann, receiver, owner) or configs.module_parameter(
+        interp, ann, receiver, owner
+    )
 
 
 def check_declared(

@@ -85,11 +85,14 @@ def getitem(interp: Engine, base: Value, node: cst.Subscript) -> Value:
 def rank_piece(pieces: Pieces, index: RankValue) -> Value:
     """`x.chunk(n, dim)[rank]` with a rank along one axis: each rank of that axis takes a different piece, so
     the piece varies along it: S(dim) when `x` is the same on every rank there (R or I) and `n` is the axis's
-    size (`mesh["tp"].size()`), else V (a piece of a pending or partial sum is left unknown)."""
+    size (`mesh["tp"].size()`), else V (a piece of a pending or partial sum is left unknown). A piece of a
+    tensor whose type is unknown varies along that axis all the same: its other axes stay unknown."""
     piece = pieces.item
-    if not isinstance(piece, TensorValue) or piece.opaque or index.varies is None or len(index.varies) != 1:
+    if not isinstance(piece, TensorValue) or index.varies is None or len(index.varies) != 1:
         return piece
     (axis,) = index.varies
+    if piece.opaque:
+        return replace(piece, type=SpmdType({axis: AxisType(Kind.V)}), opaque=False)
     axes = dict(piece.type.items())
     had = axes.pop(axis, None)
     if had is not None and (had.kind is Kind.R or had.kind is Kind.I) and _whole_blocks(pieces, axis):

@@ -120,6 +120,10 @@ _BUILTINS: dict[str, Value] = {
 _ABSENT = object()  # a lookup's "no such name"
 _DTENSOR = "torch.distributed.tensor.DTensor"
 _TENSOR_LIKE = (TensorValue, Alternatives, DTensorValue)  # what an operator applies to as a tensor op
+# methods that cut a tensor into pieces and that no builtin type has (str and list have `split`)
+_TENSOR_ONLY_CUTS = frozenset({"chunk", "tensor_split", "unbind"})
+_DEVICE_MESH = "torch.distributed.device_mesh.DeviceMesh"
+_MESH_ONLY_METHODS = frozenset({"get_local_rank"})  # methods of DeviceMesh that no tensor or group has
 
 
 class Evaluator:
@@ -194,9 +198,17 @@ class Evaluator:
             if key in env:
                 return env[key]
         base = self.eval(node.value)
-        if type(base) is Unknown:
-            return UNKNOWN  # no attribute of an unknown value is known (most attributes of library code)
         attr = node.attr.value
+        if type(base) is Unknown:
+            if attr in _TENSOR_ONLY_CUTS:
+                # `batch["x"].chunk(n, dim)`: only a tensor has this method, so its result is a tensor's pieces,
+                # their types unknown (one piece taken at a rank index still varies along that rank's axis)
+                return BoundMethod(TensorValue(opaque=True), f"{TENSOR}.{attr}")
+            if attr in _MESH_ONLY_METHODS and self.engine.mesh:
+                # `model.mesh.get_local_rank()`: only a DeviceMesh has this method, and a mesh the checker cannot
+                # see is the configured one (as `mesh["tp"]` of one, subscripts.py)
+                return BoundMethod(MeshValue(self.engine.mesh), f"{_DEVICE_MESH}.{attr}")
+            return UNKNOWN  # no other attribute of an unknown value is known (most attributes of library code)
         if isinstance(base, (ModuleValue, InstanceValue, ClassValue)):
             return self.engine.resolve_lazy(self.object_attribute(base, attr))
         if isinstance(base, SuperValue):
@@ -217,7 +229,7 @@ class Evaluator:
         if isinstance(base, DTensorValue):
             return self._dtensor_attribute(base, node)
         if isinstance(base, MeshValue):
-            return BoundMethod(base, f"torch.distributed.device_mesh.DeviceMesh.{attr}")
+            return BoundMethod(base, f"{_DEVICE_MESH}.{attr}")
         if isinstance(base, (ContractValue, LayoutValue)):
             return layouts.field(base, attr)
         if isinstance(base, DictValue) and attr in containers.DICT_METHODS:
