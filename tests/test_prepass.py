@@ -339,3 +339,72 @@ def test_module_level_statements_say_what_they_bind_and_whether_they_only_bind()
         (30, 30, ("st",), False),  # how the file spells spmd_types (quoted by messages and fixes)
         (31, 31, ("sibling",), True),
     ]
+
+
+LAYOUTS = """\
+from torch.distributed.tensor import Partial, Replicate, Shard
+
+REPLICATED = (Replicate(),)
+
+
+def replicated():
+    return [Replicate()]
+
+
+class Layouts:
+    def __init__(self):
+        self.out = [Replicate()]
+
+
+def unused():
+    return [Shard(0), Partial()]
+"""
+
+LAYOUT_USERS = """\
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.tensor import DTensor
+from pkg.layouts import REPLICATED, Layouts, replicated
+
+
+def block(x, mesh):
+    rank = mesh["tp"].get_local_rank()
+    return x.chunk(mesh["tp"].size(), dim=1)[rank]
+
+
+def by_function(x, mesh):
+    return DTensor.from_local(block(x, mesh), mesh, replicated())
+
+
+def by_constant(x, mesh):
+    return DTensor.from_local(block(x, mesh), mesh, REPLICATED)
+
+
+def by_object(x, mesh):
+    return DTensor.from_local(block(x, mesh), mesh, Layouts().out)
+
+
+def main(x):
+    mesh = init_device_mesh("cpu", (2,), mesh_dim_names=("tp",))
+    by_function(x, mesh), by_constant(x, mesh), by_object(x, mesh)
+"""
+
+
+def test_a_layout_made_in_another_file_reaches_its_boundary_with_the_prepass_on(tmp_path):
+    """Placements are layout words, not seeds: a unit naming only them (`replicated()` in another file) is a
+    source once a unit that matters names it, so the placements it makes reach `from_local` as with the
+    pre-pass off; a module defining placements that nothing that matters uses is skipped."""
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "layouts.py").write_text(LAYOUTS)
+    (pkg / "model.py").write_text(LAYOUT_USERS)
+    out = _same_both_ways(["pkg"], tmp_path)
+    assert out.count("SPMD401") == 3
+    from spmdcheck.api import load_registry
+
+    registry = load_registry(())
+    seeds, layouts = prepass.seed_words(registry, False), prepass.layout_words(registry)
+    assert {"Shard", "Replicate", "Partial", "placements"} <= layouts and not {"Shard", "placements"} & seeds
+    alone = prepass.scan("layouts.py", LAYOUTS.encode(), seeds, layout=layouts)
+    prepass.spread([alone])
+    assert prepass.plan(alone).skip

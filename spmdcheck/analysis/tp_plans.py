@@ -21,17 +21,18 @@ a style of its plan takes a sequence-sharded input (sequence parallelism: then t
 from __future__ import annotations
 
 import fnmatch
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import libcst as cst
 
 from spmdcheck.analysis import tp_styles, tp_whole, writes
 from spmdcheck.analysis.binding import Arg
 from spmdcheck.analysis.dtensor import DTensorValue, PlacementValue, make_dtensor, to_local
+from spmdcheck.analysis.dtensor.values import PARTIAL_PLACEMENT, REPLICATE_PLACEMENT
 from spmdcheck.analysis.findings import Finding, Suggestion
 from spmdcheck.analysis.frames import Engine
 from spmdcheck.analysis.layouts import MethodContract
-from spmdcheck.analysis.tp_styles import Placement, StyleSpec, local_type, placement_of
+from spmdcheck.analysis.tp_styles import PARTIAL, REPLICATE, SHARD, Placement, StyleSpec, local_type, placement_of
 from spmdcheck.analysis.values import (
     UNKNOWN,
     ClassValue,
@@ -391,12 +392,17 @@ def _is_tensor_annotation(node: cst.BaseExpression) -> bool:
 
 
 def _planned_attr(interp: Engine, node: cst.Call) -> tuple[ClassPlan, str] | None:
-    """`self.<attr>(...)` (or `getattr(self, "<attr>")(...)`) in a method of a class a plan reached: its plan
-    and the attribute."""
+    """`self.<attr>(...)` (or `getattr(self, "<attr>")(...)`) in a method of a class a plan reached, or
+    `model.<attr>(...)` of an object of such a class (`model.lm_head(h)` in a loss function given the model):
+    its plan and the attribute."""
     attr = _self_attribute(interp, node.func)
-    if attr is None:
+    receiver: Value | None
+    if attr is not None:
+        receiver = interp.frame.env.get("self")
+    elif isinstance(node.func, cst.Attribute) and isinstance(node.func.value, (cst.Name, cst.Attribute)):
+        attr, receiver = node.func.attr.value, interp.eval(node.func.value)  # a name or a path: no side effect
+    else:
         return None
-    receiver = interp.frame.env.get("self")
     if not isinstance(receiver, InstanceValue):
         return None
     plan = plan_of(interp, receiver.cls)
@@ -464,16 +470,48 @@ def _unplanned(plan: ClassPlan, args: list[Arg]) -> TensorValue | None:
 
 def _planned(interp: Engine, plan: ClassPlan, attr: str, style: StyleValue, positional: list[Arg]) -> Value | None:
     spec = style.spec
-    for (declared, _), (_, value, arg_node) in zip(style.inputs, positional):
+    for (declared, desired), (_, value, arg_node) in zip(style.inputs, positional):
         if declared is not None and isinstance(value, TensorValue):
             if not _check_input(interp, plan, attr, style, declared, value, arg_node):
                 return None  # reported here: what the misread input gives is not typed on (no cascade)
+        if isinstance(value, DTensorValue) and isinstance(arg_node, cst.Name):
+            _note_input_gradient(interp, plan, style, desired, value, arg_node)
     if spec.takes_module_inputs or spec.prepares_output or style.output is None:
         return None  # the module's own output, which the checker does not model
     x = positional[0][1] if positional and isinstance(positional[0][1], (TensorValue, DTensorValue)) else None
     rank = x.rank if x is not None else None
     grad = x.grad if x is not None else GradState.UNKNOWN
     return _deliver(plan, style.output, style.use_local_output, rank, grad)
+
+
+def _note_input_gradient(
+    interp: Engine, plan: ClassPlan, style: StyleValue, desired: Placement | None, dt: DTensorValue, node: cst.Name
+) -> None:
+    """A DTensor given to a planned module: the placement of the gradient its backward gives it on the plan's
+    dim (`DTensorValue.backward`, read by `x.grad`). The style redistributes it to `desired`, where the
+    module's gradient is Partial if the module's parameters are sharded and it takes it Replicate (a column-
+    parallel linear: each rank's weight rows give one share), else the same placement; redistribute's
+    backward takes a Shard back to the DTensor's own Shard and gathers a Shard taken from a Replicate."""
+    dims = [i for i, d in enumerate(dt.dims) if d == (plan.axis,)]
+    if len(dims) != 1 or desired is None:
+        return
+    (i,) = dims
+    have = dt.placements[i]
+    if have is None or have.kind == PARTIAL:
+        return
+    sharded = any(p.kind == SHARD for _, p in style.spec.linear_params)
+    at_module = PARTIAL if desired.kind == REPLICATE and sharded else desired.kind
+    if have.kind == SHARD:
+        gradient = have if desired.kind != SHARD or desired.dim == have.dim else None
+    elif desired.kind == SHARD:
+        gradient = REPLICATE_PLACEMENT  # a Replicate split to a shard: its gradient gathered back
+    else:
+        gradient = PARTIAL_PLACEMENT if at_module == PARTIAL else REPLICATE_PLACEMENT
+    if gradient is None:
+        return
+    known = list(dt.backward or (None,) * len(dt.placements))
+    known[i] = gradient
+    interp.rebind(node, replace(dt, backward=tuple(known)))
 
 
 def _deliver(plan: ClassPlan, final: Placement, local: bool, rank: int | None, grad: GradState) -> Value:

@@ -190,7 +190,7 @@ def scan_files(
     settings: Settings,
     registry: Registry | None,
     mapper: Callable = map,
-    seeds: frozenset[str] | None = None,
+    seeds: prepass.SeedWords | None = None,
     for_cache: bool = True,
 ) -> list[prepass.FileScan | None]:
     """The pre-pass over `paths`, before the taint (None for a file that cannot be read); `seeds`
@@ -210,19 +210,19 @@ def taint(scans: list[prepass.FileScan | None]) -> dict[str, FilePlan]:
     return {s.path: FilePlan(s.relevant or s.whole, prepass.plan(s).blank) for s in present}
 
 
-def seed_words_for(settings: Settings, registry: Registry | None = None) -> frozenset[str]:
+def seed_words_for(settings: Settings, registry: Registry | None = None) -> prepass.SeedWords:
     registry = registry if registry is not None else load_registry(settings.stub_path)
-    return prepass.seed_words(registry, bool(settings.mesh))
+    return prepass.SeedWords(prepass.seed_words(registry, bool(settings.mesh)), prepass.layout_words(registry))
 
 
-def _scan_path(item: tuple[str, frozenset[str], bool]) -> prepass.FileScan | None:
+def _scan_path(item: tuple[str, prepass.SeedWords, bool]) -> prepass.FileScan | None:
     path, seeds, for_cache = item
     try:
         data = pathlib.Path(path).read_bytes()
     except OSError:
         return None  # load_file reports it
     with without_cycle_collection():
-        return prepass.scan(path, data, seeds, for_cache=for_cache)
+        return prepass.scan(path, data, seeds.types, for_cache=for_cache, layout=seeds.layouts)
 
 
 def graph_of_scans(scans: list[prepass.FileScan]) -> ModuleGraph:

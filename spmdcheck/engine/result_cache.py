@@ -40,7 +40,9 @@ if TYPE_CHECKING:
     from spmdcheck.diagnostics.render import Diagnostic
     from spmdcheck.settings import Settings
 
-FORMAT_VERSION = 9  # 8: every file sealed with the user's key (cache_trust); 9: call chain steps have a column
+# 8: every file sealed with the user's key (cache_trust); 9: call chain steps have a column; 10: the pre-pass's
+# layout words (its seeds and scans)
+FORMAT_VERSION = 10
 DIRNAME = ".spmdcheck_cache"
 CACHEDIR_TAG = (
     "Signature: 8a477f597d28d172789f06886806bc55\n"
@@ -253,7 +255,7 @@ class ResultCache:
     tree: str = ""
     results: dict[str, tuple[bool, list[list[Any]]]] = field(default_factory=dict)
     stub_errors: list[str] | None = None
-    seeds: list[str] | None = None  # the pre-pass's seed words (they follow from the stubs and settings)
+    seeds: list[list[str]] | None = None  # the pre-pass's words (prepass.SeedWords.to_plain): from stubs, settings
     taint: tuple[str, dict[str, list]] = ("", {})
     dirty: bool = False
     scans_dirty: bool = False
@@ -271,7 +273,7 @@ class ResultCache:
         if isinstance(errors, list) and all(isinstance(e, str) for e in errors):
             cache.stub_errors = errors
         seeds = doc.get("seeds")
-        if isinstance(seeds, list) and all(isinstance(e, str) for e in seeds):
+        if isinstance(seeds, list):  # read by prepass.SeedWords.from_plain, which checks its shape
             cache.seeds = seeds
         taint = doc.get("taint")
         if isinstance(taint, list) and len(taint) == 2 and isinstance(taint[0], str) and isinstance(taint[1], dict):
@@ -411,7 +413,7 @@ class ResultCache:
             self.taint = (key, plans)
             self.dirty = True
 
-    def set_seeds(self, seeds: list[str]) -> None:
+    def set_seeds(self, seeds: list[list[str]]) -> None:
         if self.seeds != seeds:
             self.seeds = list(seeds)
             self.dirty = True

@@ -32,13 +32,15 @@ def cached_prepass(
         entry = store.scan_summary(f, h)
         if entry is not None:
             summaries[f] = entry
-    seeds_cache: list[frozenset[str]] = []
+    seeds_cache: list[prepass.SeedWords] = []
 
-    def seeds() -> frozenset[str]:
+    def seeds() -> prepass.SeedWords:
         if not seeds_cache:
-            if store.seeds is None:
-                store.set_seeds(sorted(seed_words_for(settings, registry)))
-            seeds_cache.append(frozenset(store.seeds or ()))
+            known = prepass.SeedWords.from_plain(store.seeds)
+            if known is None:
+                known = seed_words_for(settings, registry)
+                store.set_seeds(known.to_plain())
+            seeds_cache.append(known)
         return seeds_cache[0]
 
     def fresh_scans(paths: list[str]) -> dict[str, prepass.FileScan | None]:
@@ -107,7 +109,7 @@ def _words_only(
     fresh: dict[str, prepass.FileScan | None],
     before: dict[str, object],
     summaries: dict[str, tuple[str, object]],
-    seeds: Callable[[], frozenset[str]],
+    seeds: Callable[[], prepass.SeedWords],
 ) -> tuple[list[prepass.FileScan | None], dict[str, FilePlan]] | None:
     """The last taint again, when the files scanned anew differ from their last scans only in identifiers
     that are no seed and that no unit anywhere binds, calls as a method or reads as `self.<attr>`: the
@@ -123,7 +125,7 @@ def _words_only(
     vocabulary = store.vocabulary()
     if vocabulary is None:
         return None
-    meaningful = vocabulary | seeds()
+    meaningful = vocabulary | seeds().types | seeds().layouts
     for f in changed:
         entry = before.get(f)
         if not isinstance(entry, tuple) or f not in known:

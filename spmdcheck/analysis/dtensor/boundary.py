@@ -249,6 +249,15 @@ def placements_of(a: Analysis, rule: OpRule, bound: Bound, node: cst.CSTNode) ->
     return placements_value(dt.placements) if dt is not None else UNKNOWN
 
 
+def gradient_of(a: Analysis, rule: OpRule, bound: Bound, node: cst.CSTNode) -> Value:
+    """`x.grad` after backward(): a DTensor with the placements backward gives it (DTensorValue.backward),
+    itself no part of the autograd graph."""
+    dt = _receiver(bound)
+    if dt is None:
+        return UNKNOWN
+    return DTensorValue(dt.dims, dt.gradient_placements(), None, dt.rank, GradState.NO)
+
+
 def device_mesh_of(a: Analysis, rule: OpRule, bound: Bound, node: cst.CSTNode) -> Value:
     """`x.device_mesh`."""
     dt = _receiver(bound)
@@ -293,6 +302,7 @@ HANDLERS: dict[str, Handler] = {
     "redistribute": redistribute,
     "placements": placements_of,
     "device_mesh": device_mesh_of,
+    "grad": gradient_of,
     "flatten": flatten_mesh,
     "mesh_size": mesh_size,
 }

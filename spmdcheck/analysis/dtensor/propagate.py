@@ -52,6 +52,10 @@ def apply_op(interp: Engine, rule: OpRule, args: list[Arg], node: cst.CSTNode) -
         _report_mix(interp, rule, args, node)  # PyTorch refuses the op
         return UNKNOWN
     name = rule.qualname.rsplit(".", 1)[-1]
+    if rule.grad == "yes" and rule.inplace_param is not None and len(dtensors) == 1:
+        # `x.requires_grad_()`: the same placements, now a leaf of the autograd graph whose gradient is what its
+        # consumers give it
+        return replace(dtensors[0], grad=GradState.YES, backward=None)
     if rule.inplace_param is not None or (name.endswith("_") and not name.startswith("__")) or name.startswith("__i"):
         return UNKNOWN  # an in-place op on a DTensor: its placements after it are not followed
     if rule.grad == "leaf" and len(dtensors) == 1:

@@ -75,13 +75,16 @@ def mesh_dims(mesh: MeshValue) -> tuple[tuple[str, ...], ...]:
 @dataclass(frozen=True)
 class DTensorValue(CarriesTypes):
     """A DTensor: per mesh dim, the checker axes it spans, its placement, and the gradient placement its
-    conversion to a local tensor uses by default (None: the forward placement, as PyTorch does)."""
+    conversion to a local tensor uses by default (None: the forward placement, as PyTorch does).
+    `backward`: the placements of the gradient backward() leaves in its `.grad`, where what consumed it
+    fixes them (a column-parallel module given it Replicate: Partial); None: not known."""
 
     dims: tuple[tuple[str, ...], ...]
     placements: Placements
     grads: Placements | None = None
     rank: int | None = None
     grad: GradState = GradState.UNKNOWN
+    backward: Placements | None = None
 
     @property
     def mesh(self) -> MeshValue:
@@ -91,6 +94,15 @@ class DTensorValue(CarriesTypes):
 
     def with_placements(self, placements: Placements, grads: Placements | None = None) -> DTensorValue:
         return DTensorValue(self.dims, placements, grads, self.rank, self.grad)
+
+    def gradient_placements(self) -> Placements:
+        """The placements of `.grad`: where a consumer fixed them, those; else Shard(d) keeps its shards
+        (a sharded value's gradient is sharded alike); Replicate and Partial depend on what consumed it."""
+        known = self.backward or (None,) * len(self.placements)
+        return tuple(
+            b if b is not None else (p if p is not None and p.kind == SHARD else None)
+            for p, b in zip(self.placements, known)
+        )
 
 
 def make_dtensor(

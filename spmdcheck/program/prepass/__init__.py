@@ -53,13 +53,14 @@ from spmdcheck.program.prepass.scan import (
     scan_hash,
     scan_to_plain,
 )
-from spmdcheck.program.prepass.seeds import seed_words
+from spmdcheck.program.prepass.seeds import SeedWords, layout_words, seed_words
 from spmdcheck.program.prepass.spread import Plan, blank_bodies, blank_spans, plan, spread
 from spmdcheck.program.prepass_switch import enabled
 
 __all__ = [
     "FileScan",
     "Plan",
+    "SeedWords",
     "Unit",
     "analysed_digest",
     "blank_bodies",
@@ -67,6 +68,7 @@ __all__ = [
     "code_only",
     "comment_cuts",
     "enabled",
+    "layout_words",
     "plan",
     "scan",
     "scan_from_plain",

@@ -63,6 +63,7 @@ class Unit:
     words: frozenset[str]
     bodies: tuple[tuple[int, int], ...] = ()  # 1-based line spans of function bodies to blank when inert
     source: bool = False  # may make a type or issue a collective
+    layout: bool = False  # names a layout (seeds.layout_words): a source once it matters
     exposed: bool = False  # may receive a typed value
     method: str | None = None  # a method's name: called through any object, so named from any file
     attrs: frozenset[str] = frozenset()  # a method's `self.<attr>` names
@@ -126,9 +127,17 @@ def identifier_words(text: str) -> frozenset[str]:
     return frozenset(found)
 
 
-def scan(path: str, data: bytes, seeds: frozenset[str], exists=os.path.exists, for_cache: bool = True) -> FileScan:  # noqa: ANN001
-    """Cut a file into units, taint those naming a seed, and list what it imports. `for_cache`: also what only
-    the result cache reads (the comment cuts its keys leave out, the module-level statements its record names).
+def scan(  # noqa: ANN201
+    path: str,
+    data: bytes,
+    seeds: frozenset[str],
+    exists=os.path.exists,  # noqa: ANN001
+    for_cache: bool = True,
+    layout: frozenset[str] = frozenset(),
+) -> FileScan:
+    """Cut a file into units, taint those naming a seed, mark those naming a layout word, and list what it
+    imports. `for_cache`: also what only the result cache reads (the comment cuts its keys leave out, the
+    module-level statements its record names).
 
     A file holding a marker is analysed whole (all its units are sources). A file `ast` cannot
     read is handed to libcst whole (it reports the syntax error, or checks what CPython's parser
@@ -155,6 +164,7 @@ def scan(path: str, data: bytes, seeds: frozenset[str], exists=os.path.exists, f
         # in a file not analysed whole, a unit naming a marker is a source: `spmd.reinterpret(...)` through a
         # module that re-exports spmd_types under another name
         unit.source = whole or not seeds.isdisjoint(unit.words) or (marked and _names_marker(unit.words))
+        unit.layout = not unit.source and not layout.isdisjoint(unit.words)
     imports, star = _imports(tree.body, module)
     cuts = comment_cuts(tree, text) if for_cache else None
     shallow = guard.shallow(tree, data)
@@ -366,6 +376,7 @@ def scan_to_plain(s: FileScan) -> tuple[list, list]:
             sorted(u.attrs),
             [index[id(m)] for m in u.members],
             sorted(u.writes),
+            u.layout,
         ]
         for u in s.units
     ]
@@ -391,9 +402,9 @@ def scan_from_plain(path: str, small: object, units: object = None) -> FileScan 
         out.cuts = None if cuts is None else tuple((int(a), int(b)) for a, b in cuts)
         out.has_units = units is not None
         members: list[list[int]] = []
-        for binds, words, bodies, source, method, attrs, member_indices, writes in units or ():  # type: ignore[attr-defined]
+        for binds, words, bodies, source, method, attrs, member_indices, writes, layout in units or ():  # type: ignore[attr-defined]
             spans = tuple((int(a), int(b)) for a, b in bodies)
-            unit = Unit(frozenset(map(str, binds)), frozenset(map(str, words)), spans, bool(source))
+            unit = Unit(frozenset(map(str, binds)), frozenset(map(str, words)), spans, bool(source), layout is True)
             unit.method = None if method is None else str(method)
             unit.attrs = frozenset(map(str, attrs))
             unit.writes = frozenset(map(str, writes))

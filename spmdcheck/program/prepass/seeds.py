@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from spmdcheck.frontend import guard
@@ -65,16 +66,23 @@ _INERT_FIELDS = frozenset(
 _INERT_SPMD_API = frozenset({"backward", "ignore", "local_map"})
 
 
-# DTensor API handlers that give a number of a mesh that is already there (`mesh.size("tp")`): a mesh comes from
-# a factory, itself a seed; a name as common as `size` would make nearly every file a seed
-_INERT_DTENSOR_API = frozenset({"mesh_size"})
+# DTensor API handlers that give a number of a mesh that is already there (`mesh.size("tp")`), or the gradient of
+# a DTensor that is already there (`x.grad`): a mesh or a DTensor comes from a factory or a boundary, itself a
+# seed; names as common as `size` and `grad` would make nearly every file a seed
+_INERT_DTENSOR_API = frozenset({"mesh_size", "grad"})
+
+# DTensor API handlers that make a layout, not a type: a placement (`Shard(0)`), a DTensor's placements or
+# mesh, a flattened mesh. A layout types a tensor only where it reaches a boundary (`from_local`,
+# `redistribute`, `distribute_tensor`: seeds), so a unit naming one is a source only once it may be run for
+# a unit that matters (`spread`); DTensor's own sharding rules name them in every file and reach none.
+_LAYOUT_DTENSOR_API = frozenset({"placement", "placements", "device_mesh", "flatten"})
 
 
 _INERT_CONTEXTS = frozenset({"no_grad", "enable_grad", "no_typecheck"})
 
 
 def _creates_types(rule: OpRule) -> bool:
-    inert_dtensor = rule.dtensor_api in _INERT_DTENSOR_API
+    inert_dtensor = rule.dtensor_api in _INERT_DTENSOR_API or rule.dtensor_api in _LAYOUT_DTENSOR_API
     for f in dataclasses.fields(rule):
         if f.name in _INERT_FIELDS or (inert_dtensor and f.name in ("dtensor_api", "dtensor_args")):
             continue
@@ -139,3 +147,35 @@ def _model_words(path: str) -> frozenset[str] | None:
     if any(marker.decode() in rest for marker in WHOLE_FILE_MARKERS):
         return None
     return identifier_words(rest)
+
+
+@dataclass(frozen=True)
+class SeedWords:
+    """The words the scan looks for: `types`, a unit naming one is a source; `layouts`, a unit naming one is a
+    source once it matters (`layout_words`)."""
+
+    types: frozenset[str]
+    layouts: frozenset[str] = frozenset()
+
+    def to_plain(self) -> list[list[str]]:
+        return [sorted(self.types), sorted(self.layouts)]
+
+    @classmethod
+    def from_plain(cls, data: object) -> SeedWords | None:
+        """The words `to_plain` gave (None: not such data: a cache written by another version)."""
+        if not (isinstance(data, list) and len(data) == 2 and all(isinstance(part, list) for part in data)):
+            return None
+        if not all(isinstance(w, str) for part in data for w in part):
+            return None
+        return cls(frozenset(data[0]), frozenset(data[1]))
+
+
+def layout_words(registry: Registry) -> frozenset[str]:
+    """Identifiers of the rules that make a layout (`_LAYOUT_DTENSOR_API`), unless one of the same name is a
+    seed: a unit naming one becomes a source once it matters (`scan.Unit.layout`, `spread`)."""
+    words: set[str] = set()
+    for key in registry.rules:
+        rule = registry.lookup(key)
+        if rule is not None and rule.dtensor_api in _LAYOUT_DTENSOR_API:
+            words.add(key.rpartition(".")[2])
+    return frozenset(words)

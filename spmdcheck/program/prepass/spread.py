@@ -46,7 +46,7 @@ class _Taint:
         self.writers = [(i, u) for i, s in enumerate(scans) for u in s.units if u.writes]
 
     def matter(self, i: int, u: Unit, source: bool) -> None:
-        if source:
+        if source or u.layout:  # a unit naming a layout makes one wherever it is run: a source once it matters
             u.source = True
             self.bound[i] |= u.binds
         else:

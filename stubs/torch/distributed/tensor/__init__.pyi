@@ -65,6 +65,9 @@ class DTensor:
     @property
     @dtensor_api("device_mesh")
     def device_mesh(self) -> DeviceMesh: ...
+    @property
+    @dtensor_api("grad")
+    def grad(self) -> DTensor | None: ...
 
 @dtensor_api("distribute_tensor")
 def distribute_tensor(
