@@ -56,6 +56,7 @@ __all__ = [
     "rank_of",
     "shape_of",
     "untyped_is_unknown",
+    "parallel_loss",
     "grad",
     "dims",
     "inplace",
@@ -166,6 +167,7 @@ def rank_dependent(*args: Any, **_kwargs: Any) -> Any:
 rank_of = _identity
 shape_of = _identity
 untyped_is_unknown = _identity
+parallel_loss = _identity
 
 # Parametrised stub decorators: all are no-ops at run time.
 divisor = _factory

@@ -321,3 +321,26 @@ def f(mesh, x):
 """
     assert _codes(body.format(s="Shard(1)"), registry) == [(6, "SPMD401")]
     assert _codes(body.format(s="Shard(0)"), registry) == []
+
+
+def test_cross_entropy_inside_loss_parallel_is_a_replicate_loss_of_the_logits_mesh(registry):
+    # loss_parallel: vocabulary-sharded logits and a local target give a Replicate loss DTensor, Invariant once
+    # local (mixed with a rank's piece: SPMD102); outside it PyTorch refuses the local target, and another
+    # reduction is not a scalar: unknown, silent
+    body = """
+import torch.nn.functional as F
+from torch.distributed.tensor.parallel import loss_parallel
+
+
+def f(mesh, logits_local, target, batch):
+    piece = batch.chunk(2, dim=0)[mesh["tp"].get_local_rank()]
+    logits = DTensor.from_local(logits_local, mesh, [Shard(-1)])
+    with loss_parallel():
+        loss = F.cross_entropy(logits, target{reduction})
+    return loss.to_local() * piece
+"""
+    assert _codes(body.format(reduction=""), registry) == [(11, "SPMD102")]
+    assert _codes(body.format(reduction=', reduction="sum"'), registry) == [(11, "SPMD102")]
+    assert _codes(body.format(reduction=', reduction="none"'), registry) == []
+    outside = body.format(reduction="").replace("    with loss_parallel():\n        loss", "    loss")
+    assert _codes(outside, registry) == []

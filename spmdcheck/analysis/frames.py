@@ -142,6 +142,7 @@ class Engine(Analysis, Protocol):
     log: RootLog | None  # what each root depends on (a recorded run; roots.py)
     run: RunState
     checking: bool  # False inside spmd.no_typecheck
+    loss_parallel: bool  # inside `with loss_parallel():`
     inline_stack: list[cst.FunctionDef]  # the functions being inlined, outermost first
     call_sites: list[tuple[FileContext, cst.CSTNode]]  # the calls being inlined, outermost first
     collectives: list[tuple[str, str | None, cst.CSTNode]]  # collectives issued, in order

@@ -162,6 +162,9 @@ class OpRule:
     # built from data of no SPMD type, the result's layout is unknown (not "no type"): an `nn.Parameter` made of
     # `torch.empty(...)` gets its layout from the module's parallelization (a contract, an assert), not here
     untyped_is_unknown: bool = False
+    # with `loss_parallel()` active (torch.distributed.tensor.parallel): given a DTensor input sharded on its
+    # class dim and a local target, the loss is a Replicate DTensor (`F.cross_entropy`)
+    parallel_loss: bool = False
     rank_axis: str | None = None  # ... only along this mesh axis (a rank within the tp group); None: every axis
     rank_group_param: str | None = None  # ... along the axis of the group (or mesh dim) this parameter names
     group_members_param: str | None = None  # returns the ranks of the group this parameter names

@@ -268,6 +268,8 @@ def _apply_decorator(rule: OpRule, name: str, args: list[object], kwargs: dict[s
         rule.shape_of = True
     elif name == "untyped_is_unknown":
         rule.untyped_is_unknown = True
+    elif name == "parallel_loss":
+        rule.parallel_loss = True
     elif name == "grad":
         rule.grad = str(args[0])
     elif name == "dims":

@@ -48,6 +48,8 @@ def apply_op(interp: Engine, rule: OpRule, args: list[Arg], node: cst.CSTNode) -
     dims = dtensors[0].dims
     if any(d.dims != dims for d in dtensors):
         return UNKNOWN  # DTensors on different meshes: PyTorch refuses the op
+    if rule.parallel_loss and interp.loss_parallel:
+        return _parallel_loss(rule, args)
     if any(isinstance(v, (TensorValue, Alternatives)) for v in _values(args)):
         _report_mix(interp, rule, args, node)  # PyTorch refuses the op
         return UNKNOWN
@@ -64,6 +66,20 @@ def apply_op(interp: Engine, rule: OpRule, args: list[Arg], node: cst.CSTNode) -
     if _refused(result) and any(p is not None and p.kind == "partial" for d in dtensors for p in d.placements):
         result = _silently(interp, rule, _as_local(args, replicate_partial=True), node)  # DTensor reduces first
     return _as_dtensor(result, dims)
+
+
+def _parallel_loss(rule: OpRule, args: list[Arg]) -> Value:
+    """`F.cross_entropy(logits, target)` inside `loss_parallel()`: the logits a DTensor sharded on the class
+    dim, the target local; the loss (reduced by mean or sum) is a Replicate DTensor on the logits' mesh, its
+    gradient back to the logits sharded alike. Anything else (another reduction, logits not a DTensor) is
+    left unknown."""
+    bound = bind(rule, args)
+    logits = bound.get(rule.params[0].name) if rule.params else None
+    reduction = bound.literal(rule, "reduction")  # the stub's default ("mean") when not given
+    if not isinstance(logits, DTensorValue) or reduction not in ("mean", "sum"):
+        return UNKNOWN
+    replicated = (REPLICATE_PLACEMENT,) * len(logits.dims)
+    return DTensorValue(logits.dims, replicated, None, 0, logits.grad)
 
 
 def _report_mix(interp: Engine, rule: OpRule, args: list[Arg], node: cst.CSTNode) -> None:

@@ -47,6 +47,7 @@ class Interpreter(ModuleRunner, StatementRunner, BranchRunner, LoopRunner):
         self.ctx = ctx
         self.importer = importer
         self.grad_enabled = True
+        self.loss_parallel = False  # inside `with loss_parallel():` (torch.distributed.tensor.parallel)
         self.mesh: tuple[str, ...] = ctx.options.mesh
         self.checking = True  # False inside spmd.no_typecheck
         self.inline_stack: list[cst.FunctionDef] = []

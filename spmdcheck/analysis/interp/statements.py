@@ -266,7 +266,7 @@ class StatementRunner:
         self.assign(node.target, result, node.value)
 
     def exec_with(self, node: cst.With) -> None:
-        saved = (self.grad_enabled, self.mesh, self.checking)
+        saved = (self.grad_enabled, self.mesh, self.checking, self.loss_parallel)
         for item in node.items:
             value = self.eval(item.item)
             if isinstance(value, ContextValue):
@@ -279,7 +279,7 @@ class StatementRunner:
             else:
                 self.exec_block(block_body(node))
         finally:
-            self.grad_enabled, self.mesh, self.checking = saved
+            self.grad_enabled, self.mesh, self.checking, self.loss_parallel = saved
 
     def _enter_context(self, value: ContextValue) -> None:
         if value.kind == "no_grad":
@@ -294,6 +294,8 @@ class StatementRunner:
             self.ctx.known_axes.update(value.payload.axes)
         elif value.kind == "no_typecheck":
             self.checking = False
+        elif value.kind == "loss_parallel":
+            self.loss_parallel = True
 
     def _bind_untyped(self, node: cst.CSTNode) -> None:
         """Inside no_typecheck: what is assigned there is untyped (spmd_types stamps no type on it)."""

@@ -16,6 +16,10 @@ whose ranks may diverge) can only enter a program through
   all), which the code names by the last part of its name (`dist.all_reduce`,
   `from torch.distributed import all_reduce as ar`); `seed_words` reads them from the
   rules, and a rule of a kind it does not know is a seed;
+- a layout (a placement `Shard(0)`, a DTensor's `placements` or `device_mesh`, a
+  flattened mesh), which types a tensor only at a boundary (`from_local`, a seed): a
+  unit naming one (`seeds.layout_words`) is a source once it matters, so DTensor's own
+  sharding rules, which name placements everywhere and reach no boundary, stay out;
 - an annotation or a file setting, whose spellings all contain `spmd` or `Annotated`
   (`spmd_types`, `spmdcheck.annotations.Local`, `# spmdcheck:`, `typing.Annotated`);
 and a suppression comment names its code (`# noqa: SPMD101`). A file whose code names

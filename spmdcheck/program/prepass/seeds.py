@@ -58,6 +58,7 @@ _INERT_FIELDS = frozenset(
         # sizes are numbers (`x.shape`, `x.size(d)`), and a parameter of untyped data has no type either
         "shape_of",
         "untyped_is_unknown",
+        "parallel_loss",  # a loss of a DTensor that is already there (made at a boundary, itself a seed)
     }
 )
 

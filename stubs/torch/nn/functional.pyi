@@ -12,7 +12,7 @@ from typing import Any, Sequence  # noqa: UP035 (collections.abc would become a 
 
 from torch import Tensor
 
-from spmdcheck.annotations import contraction, dims, nonlinear
+from spmdcheck.annotations import contraction, dims, nonlinear, parallel_loss
 
 @contraction("linear", bias="bias")
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor: ...
@@ -93,6 +93,7 @@ def batch_norm(
 
 # ----- losses -----------------------------------------------------------------
 @nonlinear
+@parallel_loss
 def cross_entropy(
     input: Tensor,
     target: Tensor,
