@@ -344,3 +344,33 @@ def f(mesh, logits_local, target, batch):
     assert _codes(body.format(reduction=', reduction="none"'), registry) == []
     outside = body.format(reduction="").replace("    with loss_parallel():\n        loss", "    loss")
     assert _codes(outside, registry) == []
+
+
+DISTRIBUTED_MODULE = """
+from torch import nn
+from torch.distributed.tensor import distribute_module
+
+
+class Scale(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(8))
+
+    def forward(self, x):
+        return x * self.weight
+
+
+def f(mesh, batch):
+    piece = batch.chunk(2, dim=0)[mesh["tp"].get_local_rank()]
+    m = distribute_module(Scale(), mesh{extra})
+    return piece * m.weight.to_local(), m(torch.randn(4, 8))
+"""
+
+
+def test_distribute_module_replicates_every_parameter_unless_a_function_lays_them_out(registry):
+    # by default every parameter is a Replicate DTensor: its to_local() is I (mixed with a rank's piece:
+    # SPMD102) and forward given a local tensor mixes it with a DTensor (SPMD112); a partition_fn or an
+    # input_fn does what the checker does not follow: the parameters are forgotten, silent
+    assert _codes(DISTRIBUTED_MODULE.format(extra=""), registry) == [(12, "SPMD112"), (18, "SPMD102")]
+    assert _codes(DISTRIBUTED_MODULE.format(extra=", partition_fn"), registry) == []
+    assert _codes(DISTRIBUTED_MODULE.format(extra=", input_fn=to_dtensor"), registry) == []

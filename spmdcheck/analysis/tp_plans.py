@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 
 import libcst as cst
 
-from spmdcheck.analysis import tp_styles, tp_whole, writes
+from spmdcheck.analysis import dtensor_module, tp_styles, tp_whole, writes
 from spmdcheck.analysis.binding import Arg
 from spmdcheck.analysis.dtensor import DTensorValue, PlacementValue, make_dtensor, to_local
 from spmdcheck.analysis.dtensor.values import PARTIAL_PLACEMENT, REPLICATE_PLACEMENT
@@ -98,13 +98,15 @@ def plan_of(interp: Engine, cls: ClassValue) -> ClassPlan | None:
 
 # ----------------------------------------------------------------------------- library calls
 def call_library(interp: Engine, qualname: str, args: list[Arg], node: cst.Call) -> Value | None:
-    """A style's constructor (its StyleValue) or `parallelize_module` (the module, its plan recorded); None
-    for any other callee."""
+    """A style's constructor (its StyleValue), `parallelize_module` (the module, its plan recorded) or
+    `distribute_module` (dtensor_module.py); None for any other callee."""
     spec = tp_styles.STYLES.get(qualname)
     if spec is not None:
         return _style(interp, spec, args, node)
     if qualname in tp_styles.PARALLELIZE:
         return _parallelize(interp, args, node)
+    if qualname in dtensor_module.QUALNAMES:
+        return dtensor_module.distribute_module(interp, args)
     return None
 
 
