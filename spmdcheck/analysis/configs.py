@@ -25,9 +25,9 @@ from spmdcheck.analysis.values import (
     ContractValue,
     FunctionValue,
     InstanceValue,
-    LazyImport,
     ModuleRef,
     Value,
+    library_base,
 )
 from spmdcheck.program.graph import resolve_import
 
@@ -44,16 +44,7 @@ def is_module_class(cls: Value) -> bool:
     classes) or defining `forward` (`model(x)` runs it)."""
     if not isinstance(cls, ClassValue):
         return False
-    if isinstance(cls.lookup("forward"), FunctionValue):
-        return True
-    for klass in cls.mro():
-        for base in klass.bases:
-            name = base.qualname if isinstance(base, ModuleRef) else (
-                f"{base.module}.{base.name}" if isinstance(base, LazyImport) else ""
-            )
-            if name.startswith("torch.nn."):
-                return True
-    return False
+    return isinstance(cls.lookup("forward"), FunctionValue) or (library_base(cls) or "").startswith("torch.nn.")
 
 
 def _class_in(value: Value, kind: Callable[[Value], bool]) -> ClassValue | None:

@@ -32,7 +32,7 @@ from spmdcheck.analysis.dtensor.values import PARTIAL_PLACEMENT, REPLICATE_PLACE
 from spmdcheck.analysis.findings import Finding, Suggestion
 from spmdcheck.analysis.frames import Engine
 from spmdcheck.analysis.layouts import MethodContract
-from spmdcheck.analysis.tp_styles import PARTIAL, REPLICATE, SHARD, Placement, StyleSpec, local_type, placement_of
+from spmdcheck.analysis.tp_styles import PARTIAL, SHARD, Placement, StyleSpec, local_type, placement_of
 from spmdcheck.analysis.values import (
     UNKNOWN,
     ClassValue,
@@ -502,13 +502,12 @@ def _note_input_gradient(
     if have is None or have.kind == PARTIAL:
         return
     sharded = any(p.kind == SHARD for _, p in style.spec.linear_params)
-    at_module = PARTIAL if desired.kind == REPLICATE and sharded else desired.kind
     if have.kind == SHARD:
         gradient = have if desired.kind != SHARD or desired.dim == have.dim else None
     elif desired.kind == SHARD:
         gradient = REPLICATE_PLACEMENT  # a Replicate split to a shard: its gradient gathered back
     else:
-        gradient = PARTIAL_PLACEMENT if at_module == PARTIAL else REPLICATE_PLACEMENT
+        gradient = PARTIAL_PLACEMENT if sharded else REPLICATE_PLACEMENT
     if gradient is None:
         return
     known = list(dt.backward or (None,) * len(dt.placements))

@@ -441,6 +441,17 @@ class InstanceValue(Value):
         return (id(self.cls), tuple(sorted(self.attrs.items(), key=lambda kv: kv[0])))
 
 
+def library_base(cls: ClassValue) -> str | None:
+    """The torch class a program class derives from (through the program's own classes), if any."""
+    for klass in cls.mro():
+        for base in klass.bases:
+            if isinstance(base, ModuleRef) and base.qualname.startswith("torch"):
+                return base.qualname
+            if isinstance(base, LazyImport) and base.module.startswith("torch"):
+                return f"{base.module}.{base.name}"
+    return None
+
+
 @dataclass(frozen=True)
 class MethodValue(Value):
     """`obj.method`: a checked function with its receiver."""

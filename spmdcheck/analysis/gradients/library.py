@@ -32,7 +32,7 @@ from spmdcheck.analysis.gradients.state import (
     spoil,
     spoiled,
 )
-from spmdcheck.analysis.values import ClassValue, FunctionValue, LazyImport, ModuleRef
+from spmdcheck.analysis.values import ClassValue, FunctionValue, library_base
 
 if TYPE_CHECKING:
     from spmdcheck.analysis.gradients.walker import Walker
@@ -48,17 +48,6 @@ _PURE_GRAD_READERS = {"clip_grad_norm_", "clip_grads_with_norm_", "get_total_nor
 
 def _last(name: str) -> str:
     return name.rsplit(".", 1)[-1]
-
-
-def library_base(cls: ClassValue) -> str | None:
-    """The torch.nn class a program class derives from (through the program's own classes), if any."""
-    for klass in cls.mro():
-        for base in klass.bases:
-            if isinstance(base, ModuleRef) and base.qualname.startswith("torch"):
-                return base.qualname
-            if isinstance(base, LazyImport) and base.module.startswith("torch"):
-                return f"{base.module}.{base.name}"
-    return None
 
 
 def is_module_class(cls: ClassValue) -> bool:

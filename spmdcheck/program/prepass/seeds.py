@@ -172,8 +172,8 @@ class SeedWords:
 
 
 def layout_words(registry: Registry) -> frozenset[str]:
-    """Identifiers of the rules that make a layout (`_LAYOUT_DTENSOR_API`), unless one of the same name is a
-    seed: a unit naming one becomes a source once it matters (`scan.Unit.layout`, `spread`)."""
+    """Identifiers of the rules that make a layout (`_LAYOUT_DTENSOR_API`): a unit naming one becomes a source
+    once it matters (`scan.Unit.layout`, `spread`; a unit that names a seed as well is a source anyway)."""
     words: set[str] = set()
     for key in registry.rules:
         rule = registry.lookup(key)
