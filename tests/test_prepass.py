@@ -265,6 +265,54 @@ def test_prose_is_dropped_and_code_kept():
     assert not {"all_gather", "broadcast", "please"} & words
 
 
+def test_an_f_strings_text_is_prose_and_its_fields_code():
+    """`f"Please redistribute the tensor"` names nothing (DTensor's own messages made its sharding rules
+    sources); a replacement field, nested fields of a format spec and a multi-line f-string's lines stay."""
+    src = (
+        'raise ValueError(f"Please redistribute {t.to_local()} first {{all_gather}} {x:>{width}}")\n'
+        'msg = f"""from_local\n{dist.broadcast(y)} broadcast"""\n'
+    )
+    out = prepass.code_only(src)
+    assert out.count("\n") == src.count("\n")
+    from spmdcheck.program.prepass.scan import _WORD
+
+    words = set(_WORD.findall(out))
+    assert {"to_local", "x", "width", "dist", "broadcast", "y"} <= words
+    assert not {"Please", "redistribute", "all_gather", "first", "from_local"} & words
+    assert _plan('def f(t):\n    raise ValueError(f"redistribute {t} first")\n').skip
+
+
+OBJECTS = """\
+import torch.distributed as dist
+
+
+class Unused:
+    def update(self, x):
+        return x + 1
+
+
+class Used:
+    def update(self, x):
+        return x * 2
+
+
+def step(x):
+    d = {}
+    d.update(a=1)
+    dist.all_reduce(Used().update(x))
+"""
+
+
+def test_a_method_is_exposed_only_when_its_class_is_named_by_what_matters():
+    """The analysis runs a method only on an object whose class it knows: a method of a class nothing that
+    matters names is blanked though a source names a method of that name (`d.update`)."""
+    plan = _plan(OBJECTS)
+    lines = OBJECTS.splitlines()
+    blanked = {n for start, end in plan.blank for n in range(start, end + 1)}
+    assert lines.index("        return x + 1") + 1 in blanked
+    assert lines.index("        return x * 2") + 1 not in blanked
+
+
 def test_seed_words_come_from_the_rules():
     from spmdcheck.api import load_registry
 
@@ -408,3 +456,31 @@ def test_a_layout_made_in_another_file_reaches_its_boundary_with_the_prepass_on(
     alone = prepass.scan("layouts.py", LAYOUTS.encode(), seeds, layout=layouts)
     prepass.spread([alone])
     assert prepass.plan(alone).skip
+
+
+def test_a_reader_of_a_layout_nothing_that_matters_names_is_left_out(tmp_path):
+    """A layout is a type only at a boundary: a function reading a layout helper is kept when a boundary reaches
+    it (through another function) and blanked when nothing that matters names it (it was a source)."""
+    layouts = LAYOUTS + "\n\ndef via_helper():\n    return replicated()\n\n\ndef unread():\n    return replicated()\n"
+    users = LAYOUT_USERS.replace("replicated()", "via_helper()").replace(
+        "import REPLICATED, Layouts, replicated", "import REPLICATED, Layouts, via_helper"
+    )
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "layouts.py").write_text(layouts)
+    (pkg / "model.py").write_text(users)
+    assert _same_both_ways(["pkg"], tmp_path).count("SPMD401") == 3
+    from spmdcheck.api import load_registry
+
+    registry = load_registry(())
+    seeds, words = prepass.seed_words(registry, False), prepass.layout_words(registry)
+    scans = [
+        prepass.scan(str(pkg / "layouts.py"), layouts.encode(), seeds, layout=words),
+        prepass.scan(str(pkg / "model.py"), users.encode(), seeds, layout=words),
+    ]
+    prepass.spread(scans)
+    lines = layouts.splitlines()
+    blanked = {n for start, end in prepass.plan(scans[0]).blank for n in range(start, end + 1)}
+    unread = len(lines) - lines[::-1].index("    return replicated()")
+    assert unread in blanked and lines.index("    return replicated()") + 1 not in blanked

@@ -18,7 +18,9 @@ whose ranks may diverge) can only enter a program through
   rules, and a rule of a kind it does not know is a seed;
 - a layout (a placement `Shard(0)`, a DTensor's `placements` or `device_mesh`, a
   flattened mesh), which types a tensor only at a boundary (`from_local`, a seed): a
-  unit naming one (`seeds.layout_words`) is a source once it matters, so DTensor's own
+  unit naming one (`seeds.layout_words`; an import of one makes none), or reading what
+  such a unit binds, is a *layout source* once it matters: kept, and its file checked,
+  but what it binds makes its readers layout units, not sources, so DTensor's own
   sharding rules, which name placements everywhere and reach no boundary, stay out;
 - an annotation or a file setting, whose spellings all contain `spmd` or `Annotated`
   (`spmd_types`, `spmdcheck.annotations.Local`, `# spmdcheck:`, `typing.Annotated`);
@@ -32,11 +34,13 @@ Elsewhere a unit naming a seed is a *source*, and `spread` propagates to a fixed
   of a base class;
 - a unit a source or exposed unit names is *exposed* (it may be called with typed
   arguments): a module-level function or class named from a file that imports it, a
-  method whose name any unit that matters mentions (objects travel anywhere), and the
-  dunder methods and `forward` of a class that matters (construction and calls run them).
-Names are compared as words, so the relation only over-approximates what the analysis
-can follow. SPMDCHECK_NO_PREPASS=1 turns all of this off (every file checked whole), and
-tests compare the two.
+  method whose name any unit that matters mentions, of a class that matters (objects
+  travel anywhere, but the analysis runs a method only on an object whose class some
+  code it reads names), and the dunder methods and `forward` of a class that matters
+  (construction and calls run them).
+Names are compared as words (an f-string's text is prose, its replacement fields code),
+so the relation only over-approximates what the analysis can follow. SPMDCHECK_NO_PREPASS=1
+turns all of this off (every file checked whole), and tests compare the two.
 
 The package: `seeds` (the seed words, from the rules), `scan` (a file cut into units, and the scan as plain
 data for the result cache), `digest` (what the analysis reads of a file), `purity` (pure module-level

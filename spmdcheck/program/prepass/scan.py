@@ -69,6 +69,7 @@ class Unit:
     attrs: frozenset[str] = frozenset()  # a method's `self.<attr>` names
     writes: frozenset[str] = frozenset()  # names whose attribute or item a module-level statement assigns
     members: list[Unit] = field(default_factory=list)  # a class's methods (the class unit is its header)
+    imports_only: bool = False  # an import statement: it binds what it names and runs nothing of it
 
     @property
     def matters(self) -> bool:
@@ -107,12 +108,35 @@ def _drop_prose(match: re.Match[str]) -> str:
     if string is None:  # a comment
         return ""
     if "f" in match.group("prefix").lower():
-        return match.group(0)  # an f-string: its expressions are code
+        return _fstring_fields(string)  # an f-string: its replacement fields are code, its text prose
     if string[:3] in ("'''", '"""'):
         return "\n" * string.count("\n") + "\r" * (string.count("\r") - string.count("\r\n"))
     if _TYPE_LIKE.fullmatch(string, 1, len(string) - 1):
         return match.group(0)  # a forward reference `"Config"`, `"Optional[Block]"`: names
     return ""
+
+
+def _fstring_fields(string: str) -> str:
+    """An f-string's replacement fields (`{...}`, nested ones and format specs with them), its literal text
+    dropped (line breaks kept): "Please redistribute the tensor" names nothing, `{x.to_local()}` does."""
+    out: list[str] = []
+    depth = 0
+    i, n = 0, len(string)
+    while i < n:
+        ch = string[i]
+        if depth == 0 and ch in "{}" and string[i : i + 2] in ("{{", "}}"):
+            i += 2  # an escaped brace: literal text
+            continue
+        if ch == "{":
+            depth += 1
+            out.append(" " if depth == 1 else ch)
+        elif ch == "}" and depth:
+            depth -= 1
+            out.append(" " if depth == 0 else ch)
+        elif depth or ch in "\r\n":
+            out.append(ch)
+        i += 1
+    return "".join(out)
 
 
 def code_only(text: str) -> str:
@@ -164,7 +188,8 @@ def scan(  # noqa: ANN201
         # in a file not analysed whole, a unit naming a marker is a source: `spmd.reinterpret(...)` through a
         # module that re-exports spmd_types under another name
         unit.source = whole or not seeds.isdisjoint(unit.words) or (marked and _names_marker(unit.words))
-        unit.layout = not unit.source and not layout.isdisjoint(unit.words)
+        # an import binds a placement class and makes no placement: the units calling it are the layouts
+        unit.layout = not unit.source and not unit.imports_only and not layout.isdisjoint(unit.words)
     imports, star = _imports(tree.body, module)
     cuts = comment_cuts(tree, text) if for_cache else None
     shallow = guard.shallow(tree, data)
@@ -278,7 +303,7 @@ def _collect(body: list[ast.stmt], lines: list[str], out: list[Unit]) -> None:
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             # An import reads no name of this module: only what it imports (a module path is not read).
             imported = frozenset(a.name for a in node.names if isinstance(node, ast.ImportFrom))
-            out.append(Unit(bound_names(node), imported))
+            out.append(Unit(bound_names(node), imported, imports_only=True))
         else:
             text = _segment(lines, node.lineno, node.end_lineno or node.lineno)
             out.append(Unit(bound_names(node, text), identifier_words(text), writes=_written_bases(node)))

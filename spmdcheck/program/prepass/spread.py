@@ -18,6 +18,12 @@ def spread(scans: list[FileScan]) -> None:
     it binds: it may be called with typed arguments), and so may whatever it names in turn.
     A name resolves in its own file and in the checked modules that file imports (and, through
     `import *`, the modules those re-export), never anywhere else.
+
+    A layout (a placement) is no type: it becomes one only at a boundary, itself a source. So a unit naming
+    a layout, or reading what a layout source binds, is a *layout source* once it matters (it is kept, and
+    its file is checked: a library's functions are followed only where typed values flow in), and what it
+    binds makes its readers layout units, not sources: a reader nothing that matters names never reaches a
+    boundary (DTensor's own sharding rules name placements everywhere and are left out).
     """
     taint = _Taint(scans)
     for i, s in enumerate(scans):
@@ -35,6 +41,8 @@ class _Taint:
         self.scans = scans
         self.reach = _reach(scans)  # the files each file's names can come from
         self.bound: list[set[str]] = [set() for _ in scans]  # names each file's sources bind
+        self.layout_bound: list[set[str]] = [set() for _ in scans]  # names each file's layout sources bind
+        self.layout_sources: set[int] = set()  # ids of the units that are sources only as layouts
         self.named: list[set[str]] = [set() for _ in scans]  # words each file's units that matter mention
         self.anywhere: set[str] = set()  # words of every unit that matters: methods are called through objects
         self.classes = [(i, u) for i, s in enumerate(scans) for u in s.units if u.members]
@@ -46,9 +54,14 @@ class _Taint:
         self.writers = [(i, u) for i, s in enumerate(scans) for u in s.units if u.writes]
 
     def matter(self, i: int, u: Unit, source: bool) -> None:
-        if source or u.layout:  # a unit naming a layout makes one wherever it is run: a source once it matters
+        if source:
             u.source = True
+            self.layout_sources.discard(id(u))
             self.bound[i] |= u.binds
+        elif u.layout:  # a unit naming a layout makes one wherever it is run: a (layout) source once it matters
+            u.source = True
+            self.layout_sources.add(id(u))
+            self.layout_bound[i] |= u.binds
         else:
             u.exposed = True
         self.named[i] |= u.words
@@ -57,6 +70,7 @@ class _Taint:
     def step(self) -> bool:
         """One round of every rule, in order; whether any unit came to matter."""
         changed = self._readers_of_sources()
+        changed |= self._readers_of_layouts()
         changed |= self._classes_of_sources()
         changed |= self._readers_of_typed_attributes()
         changed |= self._named_by_what_matters()
@@ -78,12 +92,40 @@ class _Taint:
                     changed = True
         return changed
 
+    def _readers_of_layouts(self) -> bool:
+        """A unit reading what a layout source binds carries a layout: a layout source once it matters."""
+        changed = False
+        for i, s in enumerate(self.scans):
+            visible: set[str] = set()
+            for j in self.reach[i]:
+                visible |= self.layout_bound[j]
+            if not visible:
+                continue
+            for u in s.units:
+                if not u.source and not u.words.isdisjoint(visible):
+                    changed |= self._carries_layout(i, u)
+                    if u.source:
+                        visible |= u.binds
+        return changed
+
+    def _carries_layout(self, i: int, u: Unit) -> bool:
+        """Mark `u` a layout unit; whether that changed what matters (it did matter: it is a layout source)."""
+        u.layout = True
+        if u.matters and not u.source:
+            self.matter(i, u, False)
+            return True
+        return False
+
     def _classes_of_sources(self) -> bool:
         changed = False
         for i, u in self.classes:
-            if not u.source and any(m.source for m in u.members):
+            if u.source:
+                continue
+            if any(m.source and id(m) not in self.layout_sources for m in u.members):
                 self.matter(i, u, True)  # its name now leads to a source
                 changed = True
+            elif not u.layout and any(m.source for m in u.members):
+                changed |= self._carries_layout(i, u)  # its objects make layouts
         return changed
 
     def _readers_of_typed_attributes(self) -> bool:
@@ -92,18 +134,32 @@ class _Taint:
         `super().<method>` of a source method is a source."""
         changed = False
         for i, u in self.classes:
-            typed = set().union(*(m.attrs for m in u.members if m.source))
+            typed, laid = self._source_attrs(u)
             for j in self.reach[i]:
                 for name in u.words & self.class_names[j]:
                     for base in self.class_names_units[j][name]:
                         if base is not u:
-                            typed.update(*(m.attrs for m in base.members if m.source))
-            if typed:
-                for m in u.members:
-                    if not m.source and not m.words.isdisjoint(typed):
-                        self.matter(i, m, True)
-                        changed = True
+                            base_typed, base_laid = self._source_attrs(base)
+                            typed |= base_typed
+                            laid |= base_laid
+            for m in u.members:
+                if m.source and id(m) not in self.layout_sources:
+                    continue
+                if not m.words.isdisjoint(typed):
+                    self.matter(i, m, True)
+                    changed = True
+                elif not m.source and not m.layout and not m.words.isdisjoint(laid):
+                    changed |= self._carries_layout(i, m)
         return changed
+
+    def _source_attrs(self, cls: Unit) -> tuple[set[str], set[str]]:
+        """The `self.<attr>` names of a class's source methods, and of its layout sources."""
+        typed: set[str] = set()
+        laid: set[str] = set()
+        for m in cls.members:
+            if m.source:
+                (laid if id(m) in self.layout_sources else typed).update(m.attrs)
+        return typed, laid
 
     def _named_by_what_matters(self) -> bool:
         changed = False
@@ -123,20 +179,29 @@ class _Taint:
         changed = False
         for i, u in self.writers:
             if u.source:
+                layout_only = id(u) in self.layout_sources
                 for j in self.reach[i]:
                     for name in u.writes & self.class_names[j]:
                         for cls in self.class_names_units[j][name]:
-                            if not cls.source:
+                            if cls.source:
+                                continue
+                            if not layout_only:
                                 self.matter(j, cls, True)
                                 changed = True
+                            elif not cls.layout:
+                                changed |= self._carries_layout(j, cls)
         return changed
 
     def _methods_named_anywhere(self) -> bool:
+        """A method named by a unit that matters, of a class that matters: the analysis runs a method only on an
+        object whose class it knows, and it knows a class only where code it reads names it."""
         changed = False
-        for i, s in enumerate(self.scans):
-            for u in s.units:
-                if not u.matters and u.method is not None and u.method in self.anywhere:
-                    self.matter(i, u, False)
+        for i, u in self.classes:
+            if not u.matters:
+                continue
+            for m in u.members:
+                if not m.matters and m.method in self.anywhere:
+                    self.matter(i, m, False)
                     changed = True
         return changed
 
