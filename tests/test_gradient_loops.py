@@ -1,5 +1,6 @@
 """Micro-batch loops of the gradient walk (analysis/gradients/loops.py): `for i in range(n)`, loops over
-`x.chunk(n)` and lists of micro-batches, whatever `n` is; a sync inside the loop on every micro-batch is synced
+`x.chunk(n)`, lists of micro-batches and data loaders over a `DistributedSampler` (gradients/data.py), whatever
+`n` is; a sync inside the loop on every micro-batch is synced
 early (SPMD604), a sync missing after it SPMD601; one under a last-iteration test or after the loop is clean."""
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
+from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
 
 def shard(t):
@@ -57,6 +59,21 @@ LOOPS = {
         "for i, (x, y) in enumerate(batches):\n"
         "    F.mse_loss(model(x), y).backward()",
         "i + 1 == len(batches)",
+    ),
+    "loader": (
+        "dataset = TensorDataset(inputs, targets)\n"
+        "loader = DataLoader(dataset, batch_size=4, sampler=DistributedSampler(dataset))\n"
+        "for x, y in loader:\n"
+        "    F.mse_loss(model(x), y).backward()",
+        None,
+    ),
+    "enumerate-loader-on-a-group": (
+        "dataset = TensorDataset(inputs, targets)\n"
+        "sampler = DistributedSampler(dataset, num_replicas=dist.get_world_size(), rank=dist.get_rank())\n"
+        "loader = DataLoader(dataset, 4, False, sampler)\n"
+        "for i, batch in enumerate(loader):\n"
+        "    F.mse_loss(model(batch[0]), batch[1]).backward()",
+        "i == len(loader) - 1",
     ),
     "range-of-len": (
         "batches = list(zip(shard(inputs).chunk(n), shard(targets).chunk(n)))\n"
@@ -177,6 +194,46 @@ def test_a_training_loop_that_steps_in_each_iteration_is_not_a_micro_batch_loop(
         "        F.mse_loss(model(shard(inputs)), shard(targets)).backward()\n"
         "        sync(model)\n"
         "        optimizer.step()\n"
+    )
+    assert _found(source) == []
+
+
+@pytest.mark.parametrize(
+    "sync,expected", [("sync(model)", []), ("", [("SPMD601", STEP)])], ids=["synced", "never-synced"]
+)
+def test_a_training_loop_over_a_distributed_loader_sees_each_ranks_batch(sync, expected):
+    """A loop stepping the optimizer on every batch is walked once: its batch is still this rank's share."""
+    source = HEADER + (
+        "def train(dataset, epochs):\n"
+        "    model = nn.Linear(8, 4)\n"
+        "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "    loader = DataLoader(dataset, batch_size=4, sampler=DistributedSampler(dataset, shuffle=True))\n"
+        "    for epoch in range(epochs):\n"
+        "        for x, y in loader:\n"
+        "            optimizer.zero_grad()\n"
+        "            F.mse_loss(model(x), y).backward()\n"
+        f"            {sync}\n"
+        "            optimizer.step()\n"
+    )
+    assert _found(source) == expected
+
+
+@pytest.mark.parametrize(
+    "loader",
+    [
+        "DataLoader(dataset, batch_size=4)",  # every rank reads the whole dataset: no share to sync
+        "DataLoader(dataset, sampler=DistributedSampler(dataset, rank=my_rank))",  # a rank the walk cannot place
+        "DataLoader(dataset, sampler=sampler)",  # a sampler it does not know
+    ],
+)
+def test_a_loader_without_a_known_distributed_sampler_is_not_followed(loader):
+    source = HEADER + (
+        "def train(dataset, sampler, my_rank):\n"
+        "    model = nn.Linear(8, 4)\n"
+        "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        f"    for x, y in {loader}:\n"
+        "        F.mse_loss(model(x), y).backward()\n"
+        "    optimizer.step()\n"
     )
     assert _found(source) == []
 

@@ -51,7 +51,11 @@ Interface (for code building on it: hooks, `no_sync()`, accumulation, clipping):
   loop whose body calls `backward()` is a micro-batch loop walked as its first, a middle and its last
   iteration, the index a `loops.LoopIndex` whose tests against `n` each iteration decides. A plain sum of a
   gradient a later backward() added to (`AxisGrad.synced_before`) summed again is SPMD604
-  (`accumulation.report_resummed`): a sync inside the micro-batch loop.
+  (`accumulation.report_resummed`): a sync inside the micro-batch loop. A loop that also steps the optimizer
+  is a training loop: its body walked once, its target what every iteration is known to be (a batch's tensors).
+* **Data loaders** (data.py): a `DataLoader` given a `DistributedSampler` is a counted sequence of an unknown
+  number of batches, each `Data` split over the sampler's axis (its `rank=` / `num_replicas=`, the world's by
+  default), as `x.chunk(world_size)[rank]` is.
 * **FSDP2.** `fully_shard(module, mesh=...)` (library.py `GRADIENT_SHARDERS`, a table of library names)
   marks each parameter `Param.sharded_by` the mesh's axes (`state.Mesh`: `init_device_mesh(...,
   mesh_dim_names=...)`, `mesh["dp"]`, the engine's mesh values; the world's without one): backward() averages

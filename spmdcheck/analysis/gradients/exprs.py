@@ -563,9 +563,10 @@ def call_function(walker: Walker, func: FunctionValue, receiver: Any, args: list
 def run_generator(walker: Walker, func: FunctionValue, receiver: Any, env: dict[str, Any], args: list) -> Any:
     """A generator function of the program, run to its end when called: the list of what it yields (a loop
     over it walks each element). When the walk cannot tell what or how many (buckets cut by a size it does
-    not know), its first list argument yielded whole: each element goes through the loop's body as it would
-    in any split. What its body does to a gradient after its first yield would interleave with the loop's
-    body: those gradients are forgotten."""
+    not know, a loop over a loader), its first list or counted argument yielded whole: each element goes
+    through the loop's body as it would in any split (a counted sequence stays one: a loop over it is a
+    micro-batch loop as a loop over the argument is). What its body does to a gradient after its first yield
+    would interleave with the loop's body: those gradients are forgotten."""
     yields = Yields()
     before = walker.state.copy()
     returned = walker.run_function(func.node, func.scope, env, receiver, func.owner, yields)
@@ -575,10 +576,10 @@ def run_generator(walker: Walker, func: FunctionValue, receiver: Any, env: dict[
             if after.grads.get(key) != yields.first.grads.get(key):
                 after.forget(after.params[key[0]]) if key[0] in after.params else None
     if yields.unknown or returned is OPAQUE or len(yields.items) > MAX_ITEMS:
-        lists = [v for v, _ in args if isinstance(v, ItemList) and not v.spoiled]
+        lists = [v for v, _ in args if (isinstance(v, ItemList) and not v.spoiled) or isinstance(v, loops.Counted)]
         if lists:
             walker.state = before  # what the run forgot on its way is the list's, given whole
-            return ItemList([lists[0]])
+            return lists[0] if isinstance(lists[0], loops.Counted) else ItemList([lists[0]])
         for value, _ in args:
             sync.forget_value(walker, value)
         return OPAQUE

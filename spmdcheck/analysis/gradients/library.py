@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 
-from spmdcheck.analysis.gradients import accumulation, loops, norms, sync
+from spmdcheck.analysis.gradients import accumulation, data, loops, norms, sync
 from spmdcheck.analysis.gradients.state import (
     OPAQUE,
     Bucket,
@@ -174,6 +174,10 @@ def call_library(walker: Walker, name: str, args: list, kwargs: dict, node: cst.
             return found
     if last == "DistributedDataParallel":
         return _ddp(walker, args, kwargs, node)
+    if name in data.SAMPLERS:
+        return data.distributed_sampler(args, kwargs, world_axis(walker))
+    if name in data.LOADERS:
+        return data.data_loader(walker, args, kwargs, node)
     if name in GRADIENT_SHARDERS:
         return _fully_shard(walker, name, args, kwargs, node)
     if name in MESH_FACTORIES:

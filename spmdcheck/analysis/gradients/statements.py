@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import libcst as cst
 
 from spmdcheck.analysis.gradients import accumulation, exprs, library, loops, norms
-from spmdcheck.analysis.gradients.state import OPAQUE
+from spmdcheck.analysis.gradients.state import OPAQUE, Data
 from spmdcheck.analysis.gradients.walker import Break, Continue, Return, Walker
 
 
@@ -130,7 +130,7 @@ def exec_for(walker: Walker, node: cst.For) -> None:
     if counted is not None:
         backward, steps = loops.body_calls(node)
         if steps:  # a training loop: a zero_grad() the walk cannot see may part its iterations
-            exec_unknown_loop(walker, node.body.body, node.target)
+            exec_unknown_loop(walker, node.body.body, node.target, _any_iteration(counted))
             return
         items = counted.items()
         if items is not None:  # a known count: iteration by iteration
@@ -157,10 +157,25 @@ def _exec_iterations(walker: Walker, node: cst.For, items: Sequence[object]) -> 
             break
 
 
-def exec_unknown_loop(walker: Walker, body: Sequence[cst.CSTNode], target: cst.BaseExpression | None) -> None:
-    """A loop over what the walk does not follow: its body once, joined with not running it."""
+def _any_iteration(counted: loops.Counted) -> object:
+    """The element of a counted sequence standing for any iteration: its tensors (a batch is split as every
+    other is), no index (which iteration it is, the walk does not know)."""
+
+    def unindexed(value: object) -> object:
+        if isinstance(value, tuple):
+            return tuple(unindexed(v) for v in value)
+        return value if isinstance(value, Data) else OPAQUE
+
+    return unindexed(counted.element(OPAQUE))
+
+
+def exec_unknown_loop(
+    walker: Walker, body: Sequence[cst.CSTNode], target: cst.BaseExpression | None, item: object = OPAQUE
+) -> None:
+    """A loop over what the walk does not follow (`item`: what every iteration's target is known to be): its body
+    once, joined with not running it."""
     if target is not None:
-        exprs.assign(walker, target, OPAQUE)
+        exprs.assign(walker, target, item)
     try:
         exec_both(walker, body, [])
     except (Break, Continue):
