@@ -484,3 +484,79 @@ def test_a_reader_of_a_layout_nothing_that_matters_names_is_left_out(tmp_path):
     blanked = {n for start, end in prepass.plan(scans[0]).blank for n in range(start, end + 1)}
     unread = len(lines) - lines[::-1].index("    return replicated()")
     assert unread in blanked and lines.index("    return replicated()") + 1 not in blanked
+
+
+REGISTERED = """\
+import torch
+from torch import nn
+
+REGISTRY = {}
+
+
+def register(name):
+    def store(obj):
+        REGISTRY[name] = obj
+        return obj
+
+    return store
+
+
+@register("row")
+class Row(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+
+    def project(self, x):
+        return torch.tanh(x)
+
+
+@register("gelu")
+def gelu(x):
+    return torch.sigmoid(x)
+
+
+@torch.no_grad()
+def untouched(x):
+    return torch.exp(x)
+"""
+
+REGISTRY_USER = """\
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.tensor import DTensor, Partial
+
+from pkg.layers import REGISTRY
+
+mesh = init_device_mesh("cpu", (2,), mesh_dim_names=("tp",))
+
+
+def run(x):
+    pending = DTensor.from_local(x, mesh, [Partial()]).to_local()
+    layer = REGISTRY["row"]()
+    return layer(pending), layer.project(pending), REGISTRY["gelu"](pending)
+"""
+
+
+def test_what_a_decorator_registers_where_code_that_matters_reads_is_kept(tmp_path):
+    """A decorator storing what it decorates in a registry a unit that matters reads (`REGISTRY["row"]()`): the
+    decorator is kept (it writes that state) and so is what it decorates, as with the pre-pass off; a unit only a
+    library decorates (`@torch.no_grad()`) is not."""
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "layers.py").write_text(REGISTERED)
+    (pkg / "model.py").write_text(REGISTRY_USER)
+    assert _same_both_ways(["pkg"], tmp_path).count("SPMD101") == 3  # relu, tanh and sigmoid of a pending sum
+    from spmdcheck.api import load_registry
+
+    registry = load_registry(())
+    seeds, layouts = prepass.seed_words(registry, False), prepass.layout_words(registry)
+    scans = [
+        prepass.scan(str(pkg / "layers.py"), REGISTERED.encode(), seeds, layout=layouts),
+        prepass.scan(str(pkg / "model.py"), REGISTRY_USER.encode(), seeds, layout=layouts),
+    ]
+    prepass.spread(scans)
+    lines = REGISTERED.splitlines()
+    blanked = {n for start, end in prepass.plan(scans[0]).blank for n in range(start, end + 1)}
+    assert lines.index("    return torch.exp(x)") + 1 in blanked
+    for kept in ("        REGISTRY[name] = obj", "        return torch.relu(x)", "    return torch.sigmoid(x)"):
+        assert lines.index(kept) + 1 not in blanked, kept

@@ -41,8 +41,9 @@ if TYPE_CHECKING:
     from spmdcheck.settings import Settings
 
 # 8: every file sealed with the user's key (cache_trust); 9: call chain steps have a column; 10: the pre-pass's
-# layout words (its seeds and scans); 11: the taint's layout sources, f-string text as prose (scans' words)
-FORMAT_VERSION = 11
+# layout words (its seeds and scans); 11: the taint's layout sources, f-string text as prose (scans' words); 12: a
+# unit's decorators, a function's writes and an import unit told apart (scans)
+FORMAT_VERSION = 12
 DIRNAME = ".spmdcheck_cache"
 CACHEDIR_TAG = (
     "Signature: 8a477f597d28d172789f06886806bc55\n"

@@ -37,7 +37,10 @@ Elsewhere a unit naming a seed is a *source*, and `spread` propagates to a fixed
   method whose name any unit that matters mentions, of a class that matters (objects
   travel anywhere, but the analysis runs a method only on an object whose class some
   code it reads names), and the dunder methods and `forward` of a class that matters
-  (construction and calls run them).
+  (construction and calls run them);
+- a function writing into state a unit that matters defines (`REGISTRY[name] = obj`,
+  `HOOKS.append(fn)`) is exposed, and so is a unit a decorator that matters decorates
+  (`@register("row")`: called with it when the module runs, it may store it there).
 Names are compared as words (an f-string's text is prose, its replacement fields code),
 so the relation only over-approximates what the analysis can follow. SPMDCHECK_NO_PREPASS=1
 turns all of this off (every file checked whole), and tests compare the two.

@@ -51,6 +51,11 @@ _STRING_OR_COMMENT = re.compile(
 
 _SELF_ATTRIBUTE = re.compile(r"\bself\s*\.\s*(\w+)")
 
+# What a function's code may change of module state: an item or attribute it assigns (`REG[name] = cls`,
+# `Config.default = c`), a container it fills (`HOOKS.append(fn)`). Read from the text: an over-approximation.
+_ITEM_OR_ATTRIBUTE_WRITE = re.compile(r"\b(\w+)\s*(?:\[[^\n]*?\]|\.\s*\w+)\s*(?:[-+*/@%&|^]|//|<<|>>|\*\*)?=(?!=)")
+_CONTAINER_FILL = re.compile(r"\b(\w+)\s*\.\s*(?:append|extend|insert|update|setdefault|add|__setitem__)\s*\(")
+
 
 _TYPE_LIKE = re.compile(r"\s*[\w.]*(?:\s*[\[\],|]\s*[\w.]*)*\s*")  # names joined by brackets, commas, pipes
 
@@ -69,6 +74,9 @@ class Unit:
     attrs: frozenset[str] = frozenset()  # a method's `self.<attr>` names
     writes: frozenset[str] = frozenset()  # names whose attribute or item a module-level statement assigns
     members: list[Unit] = field(default_factory=list)  # a class's methods (the class unit is its header)
+    # the names a module-level function or class is decorated with (`@register("row")`: `register`;
+    # `@registry.add`: `registry`): called with it when its module runs
+    decorators: frozenset[str] = frozenset()
     imports_only: bool = False  # an import statement: it binds what it names and runs nothing of it
 
     @property
@@ -269,16 +277,20 @@ def _collect(body: list[ast.stmt], lines: list[str], out: list[Unit]) -> None:
     for node in body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             span = _body_span(node, lines)
+            text = _segment(lines, statement_start(node), node.end_lineno or node.lineno)
+            writes = _ITEM_OR_ATTRIBUTE_WRITE.findall(text) + _CONTAINER_FILL.findall(text)
             out.append(
                 Unit(
                     frozenset({node.name}),
-                    identifier_words(_segment(lines, statement_start(node), node.end_lineno or node.lineno)),
+                    identifier_words(text),
                     (span,) if span else (),
+                    writes=frozenset(writes),
+                    decorators=_decorator_names(node),
                 )
             )
         elif isinstance(node, ast.ClassDef):
             first, last = statement_start(node), node.end_lineno or node.lineno
-            header = Unit(frozenset({node.name}), frozenset())
+            header = Unit(frozenset({node.name}), frozenset(), decorators=_decorator_names(node))
             out.append(header)
             own = set(range(first, last + 1))
             for item in node.body:
@@ -307,6 +319,17 @@ def _collect(body: list[ast.stmt], lines: list[str], out: list[Unit]) -> None:
         else:
             text = _segment(lines, node.lineno, node.end_lineno or node.lineno)
             out.append(Unit(bound_names(node, text), identifier_words(text), writes=_written_bases(node)))
+
+
+def _decorator_names(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> frozenset[str]:
+    names: set[str] = set()
+    for decorator in node.decorator_list:
+        base = decorator
+        while isinstance(base, (ast.Call, ast.Attribute, ast.Subscript)):
+            base = base.func if isinstance(base, ast.Call) else base.value
+        if isinstance(base, ast.Name):
+            names.add(base.id)
+    return frozenset(names)
 
 
 def _compound(node: ast.stmt, lines: list[str], out: list[Unit]) -> None:
@@ -402,6 +425,8 @@ def scan_to_plain(s: FileScan) -> tuple[list, list]:
             [index[id(m)] for m in u.members],
             sorted(u.writes),
             u.layout,
+            sorted(u.decorators),
+            u.imports_only,
         ]
         for u in s.units
     ]
@@ -427,12 +452,15 @@ def scan_from_plain(path: str, small: object, units: object = None) -> FileScan 
         out.cuts = None if cuts is None else tuple((int(a), int(b)) for a, b in cuts)
         out.has_units = units is not None
         members: list[list[int]] = []
-        for binds, words, bodies, source, method, attrs, member_indices, writes, layout in units or ():  # type: ignore[attr-defined]
+        for fields in units or ():  # type: ignore[attr-defined]
+            binds, words, bodies, source, method, attrs, member_indices, writes, layout, decorators, imported = fields
             spans = tuple((int(a), int(b)) for a, b in bodies)
             unit = Unit(frozenset(map(str, binds)), frozenset(map(str, words)), spans, bool(source), layout is True)
             unit.method = None if method is None else str(method)
             unit.attrs = frozenset(map(str, attrs))
             unit.writes = frozenset(map(str, writes))
+            unit.decorators = frozenset(map(str, decorators))
+            unit.imports_only = imported is True
             out.units.append(unit)
             members.append([int(i) for i in member_indices])
         for unit, indices in zip(out.units, members):

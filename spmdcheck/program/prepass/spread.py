@@ -44,6 +44,8 @@ class _Taint:
         self.layout_bound: list[set[str]] = [set() for _ in scans]  # names each file's layout sources bind
         self.layout_sources: set[int] = set()  # ids of the units that are sources only as layouts
         self.named: list[set[str]] = [set() for _ in scans]  # words each file's units that matter mention
+        # names each file's units that matter define (not imports: a library's state and decorators are not read)
+        self.kept: list[set[str]] = [set() for _ in scans]
         self.anywhere: set[str] = set()  # words of every unit that matters: methods are called through objects
         self.classes = [(i, u) for i, s in enumerate(scans) for u in s.units if u.members]
         self.class_names_units: list[dict[str, list[Unit]]] = [{} for _ in scans]
@@ -52,6 +54,7 @@ class _Taint:
                 self.class_names_units[i].setdefault(name, []).append(u)
         self.class_names = [set(d) for d in self.class_names_units]
         self.writers = [(i, u) for i, s in enumerate(scans) for u in s.units if u.writes]
+        self.decorated = [(i, u) for i, s in enumerate(scans) for u in s.units if u.decorators]
 
     def matter(self, i: int, u: Unit, source: bool) -> None:
         if source:
@@ -65,6 +68,8 @@ class _Taint:
         else:
             u.exposed = True
         self.named[i] |= u.words
+        if not u.imports_only:
+            self.kept[i] |= u.binds
         self.anywhere.update(u.words)
 
     def step(self) -> bool:
@@ -75,6 +80,7 @@ class _Taint:
         changed |= self._readers_of_typed_attributes()
         changed |= self._named_by_what_matters()
         changed |= self._classes_written_by_sources()
+        changed |= self._registered_where_code_that_matters_reads()
         changed |= self._methods_named_anywhere()
         changed |= self._methods_run_by_objects()
         return changed
@@ -190,6 +196,23 @@ class _Taint:
                                 changed = True
                             elif not cls.layout:
                                 changed |= self._carries_layout(j, cls)
+        return changed
+
+    def _registered_where_code_that_matters_reads(self) -> bool:
+        """A decorator is called with what it decorates when its module runs, and may store it where code that
+        matters looks it up (`REGISTRY[name] = cls`, read back as `REGISTRY["row"]()`): a unit writing into state
+        a unit that matters binds may put anything there, so it is exposed, and so is whatever a decorator that
+        matters decorates. Names an import binds are not state of the program (`@torch.no_grad()`,
+        `os.environ[k] = v`); a registry filled through a module object (`layers.REG[k] = v`) is not seen."""
+        changed = False
+        for i, u in self.writers:
+            if not u.matters and any(not u.writes.isdisjoint(self.kept[j]) for j in self.reach[i]):
+                self.matter(i, u, False)
+                changed = True
+        for i, u in self.decorated:
+            if not u.matters and any(not u.decorators.isdisjoint(self.kept[j]) for j in self.reach[i]):
+                self.matter(i, u, False)
+                changed = True
         return changed
 
     def _methods_named_anywhere(self) -> bool:
