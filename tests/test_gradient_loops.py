@@ -75,6 +75,24 @@ LOOPS = {
         "    F.mse_loss(model(batch[0]), batch[1]).backward()",
         "i == len(loader) - 1",
     ),
+    "while-index": (
+        "xs, ys = shard(inputs).chunk(n), shard(targets).chunk(n)\n"
+        "i = 0\n"
+        "while i < n:\n"
+        "    F.mse_loss(model(xs[i]), ys[i]).backward()\n"
+        "    i += 1",
+        "i == n",  # read after the increment
+    ),
+    "while-next": (
+        "batches = iter(zip(shard(inputs).chunk(n), shard(targets).chunk(n)))\n"
+        "while True:\n"
+        "    try:\n"
+        "        x, y = next(batches)\n"
+        "    except StopIteration:\n"
+        "        break\n"
+        "    F.mse_loss(model(x), y).backward()",
+        None,
+    ),
     "range-of-len": (
         "batches = list(zip(shard(inputs).chunk(n), shard(targets).chunk(n)))\n"
         "for micro in range(len(batches)):\n"

@@ -53,6 +53,8 @@ Interface (for code building on it: hooks, `no_sync()`, accumulation, clipping):
   gradient a later backward() added to (`AxisGrad.synced_before`) summed again is SPMD604
   (`accumulation.report_resummed`): a sync inside the micro-batch loop. A loop that also steps the optimizer
   is a training loop: its body walked once, its target what every iteration is known to be (a batch's tensors).
+  A `while` loop calling `backward()` and stepping nothing is walked as three iterations too (statements.py
+  `exec_while`; `i = 0; while i < n:` gives `i` as a `LoopIndex`, `i += 1` moves it).
 * **Data loaders** (data.py): a `DataLoader` given a `DistributedSampler` is a counted sequence of an unknown
   number of batches, each `Data` split over the sampler's axis (its `rank=` / `num_replicas=`, the world's by
   default), as `x.chunk(world_size)[rank]` is.

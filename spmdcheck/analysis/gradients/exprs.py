@@ -467,6 +467,14 @@ def augmented(walker: Walker, node: cst.AugAssign) -> None:
     if isinstance(target, GradRef):
         walker.state.forget(target.param)
         return
+    if isinstance(node.target, cst.Name) and isinstance(target, (int, loops.LoopIndex, loops.Count)):
+        kind = type(node.operator).__name__.replace("Assign", "")
+        # `i += 1`: a loop index moves (loops.binary); a counter of constants counts
+        if _constant_int(target) and _constant_int(value) and kind in ("Add", "Subtract"):
+            walker.env[node.target.value] = target + value if kind == "Add" else target - value
+        else:
+            walker.env[node.target.value] = loops.binary(kind, target, value) or OPAQUE
+        return
     if isinstance(node.target, cst.Name):
         if isinstance(target, Data) or isinstance(value, Data):
             walker.env[node.target.value] = library.merge_data([target, value])
@@ -474,6 +482,10 @@ def augmented(walker: Walker, node: cst.AugAssign) -> None:
             walker.env[node.target.value] = OPAQUE
     for v in (value,):
         sync.forget_value(walker, v) if isinstance(v, _WALKED) and not isinstance(v, ItemList) else None
+
+
+def _constant_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def evaluate_call(walker: Walker, node: cst.Call) -> Any:

@@ -466,8 +466,10 @@ def _counted_builtin(walker: Walker, name: str, args: list, kwargs: dict) -> Any
         return None
     if name == "enumerate":
         return loops.Counted(first.count, lambda i: (i, first.element(i)))
-    if name in ("list", "tuple"):
+    if name in ("list", "tuple", "iter"):
         return first
+    if name == "next":  # an element of an unknown iteration (a `while` micro-batch loop draws one each time)
+        return first.element(OPAQUE)
     if name == "len":
         return loops.length(first)
     return None

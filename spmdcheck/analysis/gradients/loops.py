@@ -226,7 +226,7 @@ class _Calls(cst.CSTVisitor):
         return False
 
 
-def body_calls(node: cst.For) -> tuple[bool, bool]:
+def body_calls(node: cst.For | cst.While) -> tuple[bool, bool]:
     """(calls `backward()`, steps an optimizer) in the body of the loop `node`."""
     calls = _Calls()
     node.body.visit(calls)

@@ -28,7 +28,7 @@ def exec_stmt(walker: Walker, stmt: cst.CSTNode) -> None:
     elif isinstance(stmt, cst.For):
         exec_for(walker, stmt)
     elif isinstance(stmt, cst.While):
-        exec_unknown_loop(walker, stmt.body.body, None)
+        exec_while(walker, stmt)
     elif isinstance(stmt, cst.With):
         exec_with(walker, stmt)
     elif isinstance(stmt, cst.Try):
@@ -144,6 +144,41 @@ def exec_for(walker: Walker, node: cst.For) -> None:
         exec_unknown_loop(walker, node.body.body, node.target)
         return
     _exec_iterations(walker, node, items)
+
+
+def exec_while(walker: Walker, node: cst.While) -> None:
+    """A `while` loop whose body calls `backward()` and steps no optimizer is a micro-batch loop (`i = 0; while
+    i < n: ...; i += 1`, `while True: batch = next(batches)`): walked as the first, a middle and the last of
+    several iterations, as a `for` over an unknown count is (loops.py); an index counted from 0 up to the test's
+    bound (`_while_index`) compares there as a `for` loop's does. Any other `while`: its body once, joined with not
+    running it."""
+    backward, steps = loops.body_calls(node)
+    if not backward or steps or node.orelse is not None:
+        exec_unknown_loop(walker, node.body.body, None)
+        return
+    index = _while_index(walker, node)
+    for position in loops.POSITIONS:
+        if index is not None:
+            name, count = index
+            walker.env[name] = loops.LoopIndex(position, count)
+        try:
+            exec_block(walker, node.body.body)
+        except Continue:
+            continue
+        except Break:
+            break
+
+
+def _while_index(walker: Walker, node: cst.While) -> tuple[str, str] | None:
+    """`i = 0; while i < n:` (or `!=`): the index name and the count's code, as `for i in range(n)` has them (each
+    iteration's `i` a `loops.LoopIndex`); None for any other test or start."""
+    test = node.test
+    if not (isinstance(test, cst.Comparison) and isinstance(test.left, cst.Name) and len(test.comparisons) == 1):
+        return None
+    target = test.comparisons[0]
+    if not isinstance(target.operator, (cst.LessThan, cst.NotEqual)) or walker.env.get(test.left.value) != 0:
+        return None
+    return test.left.value, walker.text(target.comparator)
 
 
 def _exec_iterations(walker: Walker, node: cst.For, items: Sequence[object]) -> None:
