@@ -17,7 +17,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
-from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
+from torch.utils.data import BatchSampler, DataLoader, DistributedSampler, TensorDataset
 
 
 def shard(t):
@@ -90,6 +90,13 @@ LOOPS = {
         "        x, y = next(batches)\n"
         "    except StopIteration:\n"
         "        break\n"
+        "    F.mse_loss(model(x), y).backward()",
+        None,
+    ),
+    "loader-of-batches": (
+        "dataset = TensorDataset(inputs, targets)\n"
+        "batches = BatchSampler(DistributedSampler(dataset), batch_size=4, drop_last=False)\n"
+        "for x, y in DataLoader(dataset, batch_sampler=batches):\n"
         "    F.mse_loss(model(x), y).backward()",
         None,
     ),

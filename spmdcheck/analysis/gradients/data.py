@@ -3,7 +3,8 @@
 `DistributedSampler(dataset, num_replicas, rank)` hands each rank its own share of the dataset, on the axis its
 `rank` (else its `num_replicas`) is taken on, the world's by default (`library.world_axis`): a `Sampler`. A
 `DataLoader(dataset, ..., sampler=Sampler)` is a sequence of an unknown number of batches (`loops.Count`, named
-by the loader's code), each split over that axis, as `x.chunk(world_size)[rank]` is: a loop over it is a
+by the loader's code; its `sampler=`, or a `BatchSampler` over it as `batch_sampler=`), each split over that axis,
+as `x.chunk(world_size)[rank]` is: a loop over it is a
 micro-batch loop when its body calls `backward()` (loops.py), and a training loop's body sees such a batch.
 A loader without a distributed sampler, or one whose axis the walk cannot place, is not followed.
 """
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
 
 LOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
 SAMPLERS = frozenset({"torch.utils.data.DistributedSampler", "torch.utils.data.distributed.DistributedSampler"})
+BATCH_SAMPLERS = frozenset({"torch.utils.data.BatchSampler", "torch.utils.data.sampler.BatchSampler"})
 
 
 @dataclass(frozen=True)
@@ -48,10 +50,18 @@ def distributed_sampler(args: list, kwargs: dict, world_axis: str | None) -> Any
     return Sampler(axes.pop()) if len(axes) == 1 else OPAQUE
 
 
+def batch_sampler(args: list, kwargs: dict) -> Any:
+    """`BatchSampler(sampler, batch_size, drop_last)`: batches of the indices `sampler` gives (its `Sampler`)."""
+    sampler, _ = _arg(args, kwargs, 0, "sampler")
+    return sampler if isinstance(sampler, Sampler) else OPAQUE
+
+
 def data_loader(walker: Walker, args: list, kwargs: dict, node: cst.Call) -> Any:
-    """`DataLoader(dataset, batch_size, shuffle, sampler, ...)` over a `Sampler`: its batches, an unknown number
-    of them, each this rank's share on the sampler's axis; OPAQUE for any other loader."""
-    sampler, _ = _arg(args, kwargs, 3, "sampler")
+    """`DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, ...)` over a `Sampler`: its batches, an
+    unknown number of them, each this rank's share on the sampler's axis; OPAQUE for any other loader."""
+    sampler, given = _arg(args, kwargs, 3, "sampler")
+    if not given or sampler is None:
+        sampler, _ = _arg(args, kwargs, 4, "batch_sampler")
     if not isinstance(sampler, Sampler):
         return OPAQUE
     axes = frozenset({sampler.axis})

@@ -176,6 +176,8 @@ def call_library(walker: Walker, name: str, args: list, kwargs: dict, node: cst.
         return _ddp(walker, args, kwargs, node)
     if name in data.SAMPLERS:
         return data.distributed_sampler(args, kwargs, world_axis(walker))
+    if name in data.BATCH_SAMPLERS:
+        return data.batch_sampler(args, kwargs)
     if name in data.LOADERS:
         return data.data_loader(walker, args, kwargs, node)
     if name in GRADIENT_SHARDERS:
