@@ -29,6 +29,7 @@ from spmdcheck.analysis.gradients.state import (
     SuperRef,
     Synced,
     WorldSize,
+    argument,
     spoil,
     spoiled,
 )
@@ -148,14 +149,6 @@ def group_axis(walker: Walker, group: Any, given: bool) -> tuple[bool, str | Non
     return False, None
 
 
-def _arg(args: list, kwargs: dict, index: int, name: str) -> tuple[Any, bool]:
-    if name in kwargs:
-        return kwargs[name][0], True
-    if len(args) > index:
-        return args[index][0], True
-    return None, False
-
-
 def call_library(walker: Walker, name: str, args: list, kwargs: dict, node: cst.Call) -> Any:
     last = _last(name)
     if name.startswith("torch.distributed") or name.startswith("torch.distributed.distributed_c10d"):
@@ -185,7 +178,7 @@ def call_library(walker: Walker, name: str, args: list, kwargs: dict, node: cst.
     if name in MESH_FACTORIES:
         return _device_mesh(walker, name, args, kwargs)
     if ".optim." in name and last[:1].isupper():
-        params, _ = _arg(args, kwargs, 0, "params")
+        params, _ = argument(args, kwargs, 0, "params")
         return Optimizer(_param_list(params))
     if last == "_flatten_dense_tensors" and args and isinstance(args[0][0], ItemList):
         return Bucket(list(args[0][0].items))
@@ -228,16 +221,16 @@ def _norm_call(walker: Walker, last: str, args: list, kwargs: dict, node: cst.Ca
     norms, `torch.nn.utils.get_total_norm(grads, norm_type)`, `clip_grad_norm_(params, max_norm, norm_type)`
     (`foreach=` changes how, not what, they compute); None: not on gradients the walk knows."""
     if last == "_foreach_norm":
-        tensors, _ = _arg(args, kwargs, 0, "self")
-        order, given = _arg(args, kwargs, 1, "ord")
+        tensors, _ = argument(args, kwargs, 0, "self")
+        order, given = argument(args, kwargs, 1, "ord")
         found = norms.foreach_norm(walker, tensors, order if given else 2)
         return None if found is None else ItemList(list(found))
     if last == "stack":
-        return norms.stack(_arg(args, kwargs, 0, "tensors")[0])
-    order, given = _arg(args, kwargs, 1 if last == "get_total_norm" else 2, "norm_type")
+        return norms.stack(argument(args, kwargs, 0, "tensors")[0])
+    order, given = argument(args, kwargs, 1 if last == "get_total_norm" else 2, "norm_type")
     if last == "get_total_norm":
-        return norms.total_norm(walker, _arg(args, kwargs, 0, "tensors")[0], order if given else 2)
-    params = _param_list(_arg(args, kwargs, 0, "parameters")[0])
+        return norms.total_norm(walker, argument(args, kwargs, 0, "tensors")[0], order if given else 2)
+    params = _param_list(argument(args, kwargs, 0, "parameters")[0])
     if params is None:
         return None
     grads = ItemList([GradRef(p) for p in params])
@@ -253,9 +246,9 @@ _FUNCTIONAL_REDUCTIONS = ("all_reduce",)
 def _functional_reduce(walker: Walker, args: list, kwargs: dict, node: cst.Call, last: str) -> Any:
     """`funcol.all_reduce(p.grad, "sum" | "avg", group)`: a new tensor, the gradient's values reduced (applied
     to the gradient when copied or assigned back into it)."""
-    tensor, _ = _arg(args, kwargs, 0, "self")
-    op, _ = _arg(args, kwargs, 1, "reduceOp")
-    group, given = _arg(args, kwargs, 2, "group")
+    tensor, _ = argument(args, kwargs, 0, "self")
+    op, _ = argument(args, kwargs, 1, "reduceOp")
+    group, given = argument(args, kwargs, 2, "group")
     if not isinstance(tensor, GradRef):
         return OPAQUE
     known, axis = group_axis(walker, group, given)
@@ -267,21 +260,21 @@ def _functional_reduce(walker: Walker, args: list, kwargs: dict, node: cst.Call,
 
 def _distributed(walker: Walker, last: str, args: list, kwargs: dict, node: cst.Call, qual: str = "") -> Any:
     if last in ("get_world_size", "get_rank"):
-        group, given = _arg(args, kwargs, 0, "group")
+        group, given = argument(args, kwargs, 0, "group")
         known, axis = group_axis(walker, group, given)
         if not known or axis is None:
             return OPAQUE
         return WorldSize(axis) if last == "get_world_size" else Rank(axis)
-    if last == "broadcast" and isinstance(_arg(args, kwargs, 0, "tensor")[0], Param):
+    if last == "broadcast" and isinstance(argument(args, kwargs, 0, "tensor")[0], Param):
         return None  # the replicas start equal: the parameter's values, not its gradient
     if last == "new_group":
         return Group(None)
     if last in _FUNCTIONAL_REDUCTIONS and ("_functional_collectives" in qual or ".functional" in qual):
         return _functional_reduce(walker, args, kwargs, node, last)
     if last in ("all_reduce", "all_reduce_coalesced"):
-        tensor, _ = _arg(args, kwargs, 0, "tensor" if last == "all_reduce" else "tensors")
-        op, _ = _arg(args, kwargs, 1, "op")
-        group, given = _arg(args, kwargs, 2, "group")
+        tensor, _ = argument(args, kwargs, 0, "tensor" if last == "all_reduce" else "tensors")
+        op, _ = argument(args, kwargs, 1, "op")
+        group, given = argument(args, kwargs, 2, "group")
         known, axis = group_axis(walker, group, given)
         average = isinstance(op, Qual) and op.name.endswith(".AVG")
         api = f"dist.{last}"
@@ -297,10 +290,10 @@ def _distributed(walker: Walker, last: str, args: list, kwargs: dict, node: cst.
 
 
 def _ddp(walker: Walker, args: list, kwargs: dict, node: cst.Call) -> Any:
-    inner, _ = _arg(args, kwargs, 0, "module")
+    inner, _ = argument(args, kwargs, 0, "module")
     if not isinstance(inner, ModuleObj):
         return OPAQUE
-    group, given = _arg(args, kwargs, 3, "process_group")
+    group, given = argument(args, kwargs, 3, "process_group")
     known, axis = group_axis(walker, group, given)
     wrapper = ModuleObj("DistributedDataParallel", children={"module": inner}, inner=inner)
     if known and axis is not None:
@@ -330,7 +323,7 @@ def _fully_shard(walker: Walker, name: str, args: list, kwargs: dict, node: cst.
     gradients averaged over the mesh's axes in backward(); a mesh the walk cannot place on the checked mesh
     leaves them unknown (as any call it does not follow)."""
     index, module_name, mesh_name = GRADIENT_SHARDERS[name]
-    target, _ = _arg(args, kwargs, index, module_name)
+    target, _ = argument(args, kwargs, index, module_name)
     mesh = kwargs[mesh_name][0] if mesh_name in kwargs else None
     axes: tuple[str, ...] | None
     if mesh is None:
@@ -353,8 +346,8 @@ def _fully_shard(walker: Walker, name: str, args: list, kwargs: dict, node: cst.
 def _set_sharded_sync(module: ModuleObj, args: list, kwargs: dict) -> bool:
     """FSDP2's `module.set_requires_gradient_sync(flag)` (every FSDP module under it): whether backward()
     reduce-scatters the gradients of its parameters; False: not such a call the walk can follow."""
-    flag, _ = _arg(args, kwargs, 0, "requires_gradient_sync")
-    recurse, given = _arg(args, kwargs, 1, "recurse")
+    flag, _ = argument(args, kwargs, 0, "requires_gradient_sync")
+    recurse, given = argument(args, kwargs, 1, "recurse")
     params = [p for _, p in module.named_parameters()]
     if not isinstance(flag, bool) or (given and recurse is not True) or not params:
         return False
@@ -371,7 +364,7 @@ def _device_mesh(walker: Walker, name: str, args: list, kwargs: dict) -> Any:
     names = kwargs[MESH_FACTORIES[name]][0] if MESH_FACTORIES[name] in kwargs else None
     if isinstance(names, tuple) and names and all(isinstance(n, str) for n in names):
         return Mesh(names)
-    shape, _ = _arg(args, kwargs, 1, "mesh_shape")
+    shape, _ = argument(args, kwargs, 1, "mesh_shape")
     world = world_axis(walker)
     if (names is None) and isinstance(shape, tuple) and len(shape) == 1 and world is not None:
         return Mesh((world,))

@@ -301,3 +301,13 @@ class Chunks:
 
     base: Data
     size: Any
+
+
+def argument(args: list, kwargs: dict, index: int, name: str) -> tuple[Any, bool]:
+    """A library call's argument by keyword `name` or at position `index` (each given as (value, node)):
+    (its value, whether it was given)."""
+    if name in kwargs:
+        return kwargs[name][0], True
+    if len(args) > index:
+        return args[index][0], True
+    return None, False

@@ -88,9 +88,7 @@ class _Taint:
     def _readers_of_sources(self) -> bool:
         changed = False
         for i, s in enumerate(self.scans):
-            visible: set[str] = set()
-            for j in self.reach[i]:
-                visible |= self.bound[j]
+            visible = self._visible(self.bound, i)
             for u in s.units:
                 if not u.source and not u.words.isdisjoint(visible):
                     self.matter(i, u, True)
@@ -98,13 +96,18 @@ class _Taint:
                     changed = True
         return changed
 
+    def _visible(self, bound: list[set[str]], i: int) -> set[str]:
+        """The names `bound` holds for the files file `i` can read from (a new set: callers grow it)."""
+        visible: set[str] = set()
+        for j in self.reach[i]:
+            visible |= bound[j]
+        return visible
+
     def _readers_of_layouts(self) -> bool:
         """A unit reading what a layout source binds carries a layout: a layout source once it matters."""
         changed = False
         for i, s in enumerate(self.scans):
-            visible: set[str] = set()
-            for j in self.reach[i]:
-                visible |= self.layout_bound[j]
+            visible = self._visible(self.layout_bound, i)
             if not visible:
                 continue
             for u in s.units:
