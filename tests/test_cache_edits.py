@@ -312,3 +312,98 @@ def test_an_undone_edit_reuses_the_results_of_before(project):
     (project / "pkg" / "layers.py").write_text(LAYERS)
     assert _same_as_cold(project) == before
     assert _program_keys(project) == edited  # nothing new was analysed: the first run's results served
+
+
+# The pre-pass's taint is reused after an edit no taint can see (engine/scan_cache.py `_words_only`); an edit
+# it can see spreads it again. Three modules: `helpers_plain.helper` does nothing typed, `helpers_typed.helper`
+# takes typed arguments; `user.f` mixes what `helper` returns, a finding only when `helper` is the typed one.
+HELPERS_PLAIN = """\
+def helper(h, residual):
+    return h, residual
+"""
+
+HELPERS_TYPED = """\
+from typing import Annotated
+
+import torch
+
+from spmd_types import I, V
+
+
+def helper(h: Annotated[torch.Tensor, {"tp": V}], residual: Annotated[torch.Tensor, {"tp": I}]):
+    return h, residual
+"""
+
+USER = """\
+from pkg.helpers_plain import helper
+
+
+def f(h, residual):
+    partial, res = helper(h, residual)
+    return res + partial
+"""
+
+
+def _check_in_process(root, monkeypatch, capsys, *extra: str) -> tuple[str, int]:
+    """The JSON output of one run in this process, and how many times it spread the taint."""
+    from spmdcheck.cli import main
+    from spmdcheck.engine import scan_cache
+
+    spread = []
+    real = scan_cache.taint
+    monkeypatch.setattr(scan_cache, "taint", lambda scans: spread.append(1) or real(scans))
+    monkeypatch.chdir(root)
+    monkeypatch.delenv("SPMDCHECK_NO_CACHE", raising=False)
+    capsys.readouterr()
+    main(["check", "pkg", "--output-format", "json", "--jobs", "1", *extra])
+    return capsys.readouterr().out, len(spread)
+
+
+@pytest.fixture
+def helpers_project(tmp_path):
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (tmp_path / "pyproject.toml").write_text('[tool.spmdcheck]\nmesh = ["tp"]\n')
+    (pkg / "__init__.py").write_text("")
+    (pkg / "helpers_plain.py").write_text(HELPERS_PLAIN)
+    (pkg / "helpers_typed.py").write_text(HELPERS_TYPED)
+    (pkg / "user.py").write_text(USER)
+    return tmp_path
+
+
+def _warm_is_cold(root, monkeypatch, capsys) -> tuple[list[str], int]:
+    """The codes a warm run reports (its output a cold run's) and how many times it spread the taint."""
+    warm, spread = _check_in_process(root, monkeypatch, capsys)
+    cold, _ = _check_in_process(root, monkeypatch, capsys, "--no-cache")
+    assert warm == cold
+    return [d["code"] for d in json.loads(warm)["diagnostics"]], spread
+
+
+def test_an_import_from_another_module_spreads_the_taint_again(helpers_project, monkeypatch, capsys):
+    """`from pkg.helpers_plain import helper` -> `from pkg.helpers_typed import helper` changes no word of the
+    importing unit that a taint meets (`helper` is bound in both), but what its names can come from: the taint
+    must spread again (it was reused, and the warm run passed a program a cold run flags)."""
+    assert _warm_is_cold(helpers_project, monkeypatch, capsys) == ([], 1)
+    path = helpers_project / "pkg" / "user.py"
+    path.write_text(path.read_text().replace("helpers_plain", "helpers_typed"))
+    assert _warm_is_cold(helpers_project, monkeypatch, capsys) == (["SPMD102"], 1)
+
+
+def test_an_inert_statement_added_or_removed_keeps_the_taint(helpers_project, monkeypatch, capsys):
+    """A module-level statement that reads nothing code that matters binds, and whose name nothing that matters
+    reads, cannot change the taint: appended, appended again and removed, the taint is reused. One that code
+    that matters reads, or one reading what such code binds, spreads it again."""
+    path = helpers_project / "pkg" / "user.py"
+    g = "\n\ndef g(h, residual):\n    return helper(h, residual), lookup\n"
+    original = USER.replace("helpers_plain", "helpers_typed") + g
+    path.write_text(original)
+    assert _warm_is_cold(helpers_project, monkeypatch, capsys) == (["SPMD102"], 1)
+    for text in (original + "_edit = 1\n", original + "_edit = 1\n_edit = 2\n", original):
+        path.write_text(text)
+        assert _warm_is_cold(helpers_project, monkeypatch, capsys) == (["SPMD102"], 0)
+    path.write_text(original + "lookup = {}\n")  # `g`, a source, reads it
+    assert _warm_is_cold(helpers_project, monkeypatch, capsys) == (["SPMD102"], 1)
+    path.write_text(original)  # what mattered is gone
+    assert _warm_is_cold(helpers_project, monkeypatch, capsys) == (["SPMD102"], 1)
+    path.write_text(original + "_edit = f\n")  # it reads a source
+    assert _warm_is_cold(helpers_project, monkeypatch, capsys) == (["SPMD102"], 1)

@@ -13,7 +13,7 @@ from spmdcheck.diagnostics.render import Diagnostic, diagnostic_of
 from spmdcheck.diagnostics.violations.inputs import InternalError, SyntaxErrorFound
 from spmdcheck.engine.check import check_source, check_sources
 from spmdcheck.engine.collection import without_cycle_collection
-from spmdcheck.engine.plan import LoadedFile, load_file, plan_programs, program_graph
+from spmdcheck.engine.plan import BlankedTexts, LoadedFile, load_file, plan_programs, program_graph
 from spmdcheck.engine.record import Recorder, program_record
 from spmdcheck.settings import FileResult, Settings
 
@@ -137,7 +137,7 @@ def _check_program(
     elided: Mapping[str, str] | None = None,
 ) -> list[FileResult]:
     paths = [f.path for f in files]
-    planned = {f.path: f.blanked for f in files if f.blanked is not None}
+    planned = BlankedTexts(files)
     # a file a selective run left bodies out of is read in that form (made when it is parsed: incremental.LeftOut)
     blanked: Mapping[str, str] = collections.ChainMap(elided, planned) if elided else planned  # type: ignore[arg-type]
     graph = program_graph(files) if all(f.imports is not None for f in files) else None

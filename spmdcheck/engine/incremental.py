@@ -26,7 +26,7 @@ import difflib
 import hashlib
 import itertools
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -250,22 +250,26 @@ def _units_from_plain(data: Iterable) -> list[tuple]:
     return out
 
 
+# a file's planned text, or what makes it (a picklable bound method: engine/plan.py `LoadedFile.planned_text`)
+Planned = str | Callable[[], str]
+
+
 class LeftOut(Mapping[str, str]):
     """path -> a file's planned text with the bodies a selective run does not need left out, made when first
     read: most files of a program are never parsed by a selective run that defers their imports."""
 
     def __init__(self) -> None:
-        self._planned: dict[str, tuple[str, list[tuple[int, int]]]] = {}
+        self._planned: dict[str, tuple[Planned, list[tuple[int, int]]]] = {}
         self._made: dict[str, str] = {}
 
-    def plan(self, path: str, planned: str, spans: list[tuple[int, int]]) -> None:
+    def plan(self, path: str, planned: Planned, spans: list[tuple[int, int]]) -> None:
         self._planned[path] = (planned, spans)
 
     def __getitem__(self, path: str) -> str:
         made = self._made.get(path)
         if made is None:
             planned, spans = self._planned[path]
-            made = self._made[path] = elide(planned, spans)
+            made = self._made[path] = elide(planned() if callable(planned) else planned, spans)
         return made
 
     def __iter__(self) -> Iterator[str]:
@@ -297,7 +301,7 @@ def plan_selective(
     record: ProgramRecord,
     paths: list[str],
     outlines: list[Outline],
-    planned: list[str],
+    planned: Sequence[Planned],
     spans: list[list[tuple[int, int]]] | None = None,
     importers: dict[int, set[int]] | None = None,
     imports: list[str] | None = None,
@@ -448,7 +452,7 @@ def _affected(record: ProgramRecord, changed_units: set[tuple], readers: set[int
 def _left_out(
     record: ProgramRecord,
     paths: list[str],
-    planned: list[str],
+    planned: Sequence[Planned],
     spans: list[list[tuple[int, int]]] | None,
     changed: set[str],
     needed: set[tuple],

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 import pathlib
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
 from spmdcheck.analysis import budget
@@ -38,7 +38,6 @@ class LoadedFile:
     path: str
     source: SourceFile
     relevant: bool  # can hold a finding by itself (types, collectives, ranks); else only as an import
-    blanked: str | None = None  # the text with inert function bodies emptied (the pre-pass), to parse
     imports: frozenset[str] | None = None  # module names its imports may refer to (the pre-pass)
     module: str = ""  # its module name (the pre-pass)
     blank: tuple[tuple[int, int], ...] = ()  # the line spans emptied in `blanked`
@@ -48,10 +47,40 @@ class LoadedFile:
     statements: tuple | None = None  # its module-level statements (prepass.statements), if known
     content: str = ""  # its content hash, in a cached run
     outline: Outline | None = None  # made once (engine.record.file_outlines)
+    _blanked: str | None = field(default=None, repr=False)
 
     @property
     def text(self) -> str:
         return self.source.text
+
+    @property
+    def blanked(self) -> str | None:
+        """The text with the `blank` bodies emptied, to parse; None when none is. Made on first read: a warm run
+        answered from the cache reads it only for the files that changed (their digest), not for every file."""
+        if self._blanked is None and self.blank:
+            self._blanked = prepass.blank_bodies(self.text, self.blank)
+        return self._blanked
+
+    def planned_text(self) -> str:
+        """The text the analysis parses: `blanked`, or the text when no body is emptied."""
+        return self.blanked or self.text
+
+
+class BlankedTexts(Mapping[str, str]):
+    """path -> `LoadedFile.blanked` of the files with bodies emptied, each made when first read (a selective
+    run parses few of them)."""
+
+    def __init__(self, files: Iterable[LoadedFile]) -> None:
+        self._files = {f.path: f for f in files if f.blank}
+
+    def __getitem__(self, path: str) -> str:
+        return self._files[path].planned_text()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._files)
+
+    def __len__(self) -> int:
+        return len(self._files)
 
 
 def load_file(path: str, settings: Settings) -> LoadedFile | FileResult:
@@ -105,10 +134,12 @@ def plan_programs(
             item.imports, item.module, item.cuts, item.shallow = scan.imports, scan.module, scan.cuts, scan.shallow
             item.statements = scan.statements
             item.spans = scan.spans()
-            if blank:
-                item.blanked = prepass.blank_bodies(item.text, blank)
-                item.blank = blank
-            parsed_chars = len(item.blanked or item.text)
+            item.blank = blank
+            # emptying a body can lengthen its first line by at most len("pass") - 1: the parse budget is only
+            # measured on a text that could exceed it
+            parsed_chars = len(item.text)
+            if parsed_chars + 3 * len(blank) > budget.MAX_PARSED_CHARS:
+                parsed_chars = len(item.blanked or item.text)
             if parsed_chars > budget.MAX_PARSED_CHARS and scan.shallow:
                 # over the size budget (CPython read it: a syntax error is still reported by the analysis):
                 # unknown, as a module outside the program; no file imports it in the analysis

@@ -24,7 +24,7 @@ import sys
 import tempfile
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from spmdcheck.cache_trust import (
     is_own_folder,
@@ -42,8 +42,9 @@ if TYPE_CHECKING:
 
 # 8: every file sealed with the user's key (cache_trust); 9: call chain steps have a column; 10: the pre-pass's
 # layout words (its seeds and scans); 11: the taint's layout sources, f-string text as prose (scans' words); 12: a
-# unit's decorators, a function's writes and an import unit told apart (scans)
-FORMAT_VERSION = 12
+# unit's decorators, a function's writes and an import unit told apart (scans); 13: what the units that matter bind
+# and name (the vocabulary)
+FORMAT_VERSION = 13
 DIRNAME = ".spmdcheck_cache"
 CACHEDIR_TAG = (
     "Signature: 8a477f597d28d172789f06886806bc55\n"
@@ -54,6 +55,14 @@ CACHEDIR_TAG = (
 
 OWNER_FILE = ".owner"  # sealed: which folder (path, device, inode) this account made its cache
 STORE_CAP = 512 << 20  # bytes read at most from a store file (results, index, vocabulary)
+
+
+class Vocabulary(NamedTuple):
+    """What a taint's units name, kept beside it so that the next run can tell an edit no taint can see."""
+
+    words: frozenset[str]  # every name a unit binds, calls as a method or reads as `self.<attr>`
+    matter_binds: frozenset[str]  # the names the units that matter bind
+    matter_words: frozenset[str]  # the words the units that matter name
 ENTRY_CAP = 64 << 20  # from one file of units/ or records/
 _SMALL_CAP = 4096  # CACHEDIR.TAG, .gitignore, the owner file
 MAX_POSITION = 10**7  # lines and columns beyond this are no position the checker reports
@@ -397,16 +406,25 @@ class ResultCache:
         self._new_units[path] = (content, units)
         self.dirty = self.scans_dirty = True
 
-    def vocabulary(self) -> set[str] | None:
-        """The names the last taint's units bind, call as methods or read as `self.<attr>` (read on demand)."""
+    def vocabulary(self) -> Vocabulary | None:
+        """What the last taint's units name (prepass.spread), read on demand: None without it."""
         doc = self._read(self._sibling("vocabulary"), STORE_CAP)
-        words = doc.get("words") if doc is not None else None
-        if isinstance(words, list) and all(isinstance(w, str) for w in words) and doc.get("taint") == self.taint[0]:
-            return set(words)
-        return None
+        if doc is None or doc.get("taint") != self.taint[0]:
+            return None
+        lists = [doc.get(field) for field in ("words", "matter_binds", "matter_words")]
+        if not all(isinstance(ws, list) and all(isinstance(w, str) for w in ws) for ws in lists):
+            return None
+        return Vocabulary(*(frozenset(ws) for ws in lists))  # type: ignore[arg-type]
 
-    def set_vocabulary(self, taint_key: str, words: list[str]) -> None:
-        doc = {"version": FORMAT_VERSION, "key": self.key, "taint": taint_key, "words": words}
+    def set_vocabulary(self, taint_key: str, vocabulary: Vocabulary) -> None:
+        doc = {
+            "version": FORMAT_VERSION,
+            "key": self.key,
+            "taint": taint_key,
+            "words": sorted(vocabulary.words),
+            "matter_binds": sorted(vocabulary.matter_binds),
+            "matter_words": sorted(vocabulary.matter_words),
+        }
         self._write(self._sibling("vocabulary"), doc)
 
     def set_taint(self, key: str, plans: dict[str, list]) -> None:

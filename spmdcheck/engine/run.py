@@ -177,7 +177,7 @@ def _selective_plan(
     if any(f.spans is None for f in program):
         return shape, None
     outlines = file_outlines(program, record)
-    planned = [f.blanked or f.text for f in program]
+    planned = [f.planned_text for f in program]  # each made only if the selective run parses it
     index = {f.path: i for i, f in enumerate(program)}
     graph = program_graph(program)
     by_name = {m.name: index[m.path] for m in graph.modules.values() if m.path in index}

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import difflib
+import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from spmdcheck.engine.plan import FilePlan, scan_files, seed_words_for, taint
+from spmdcheck.engine.result_cache import Vocabulary
 from spmdcheck.program import prepass
 from spmdcheck.settings import Settings
 
@@ -93,14 +96,24 @@ def cached_prepass(
         new_key,
         {f: [relevant, [list(b) for b in blank], matters.get(f, [])] for f, (relevant, blank) in plans.items()},
     )
-    vocabulary: set[str] = set()
+    store.set_vocabulary(new_key, _vocabulary(scans))
+    return scans, plans
+
+
+def _vocabulary(scans: list[prepass.FileScan | None]) -> Vocabulary:
+    """What the units of a spread taint name (result_cache.Vocabulary)."""
+    words: set[str] = set()
+    matter_binds: set[str] = set()
+    matter_words: set[str] = set()
     for scan in scans:
         for unit in scan.units if scan is not None else ():
-            vocabulary.update(unit.binds, unit.attrs)
+            words.update(unit.binds, unit.attrs)
             if unit.method is not None:
-                vocabulary.add(unit.method)
-    store.set_vocabulary(new_key, sorted(vocabulary))
-    return scans, plans
+                words.add(unit.method)
+            if unit.matters:
+                matter_binds |= unit.binds
+                matter_words |= unit.words
+    return Vocabulary(frozenset(words), frozenset(matter_binds), frozenset(matter_words))
 
 
 def _words_only(
@@ -111,9 +124,10 @@ def _words_only(
     summaries: dict[str, tuple[str, object]],
     seeds: Callable[[], prepass.SeedWords],
 ) -> tuple[list[prepass.FileScan | None], dict[str, FilePlan]] | None:
-    """The last taint again, when the files scanned anew differ from their last scans only in identifiers
-    that are no seed and that no unit anywhere binds, calls as a method or reads as `self.<attr>`: the
-    taint meets words only there (prepass.spread), so no unit's taint can change. None otherwise."""
+    """The last taint again, when no unit's taint can change: the files scanned anew import what they did and
+    differ from their last scans only in identifiers that are no seed and that no unit anywhere binds, calls as a
+    method or reads as `self.<attr>` (the taint meets words only there: prepass.spread), and in *inert*
+    statements added or removed (`_inert`). None otherwise."""
     from spmdcheck.engine import result_cache as caching
 
     key, known = store.taint
@@ -125,23 +139,41 @@ def _words_only(
     vocabulary = store.vocabulary()
     if vocabulary is None:
         return None
-    meaningful = vocabulary | seeds().types | seeds().layouts
+    meaningful = vocabulary.words | seeds().types | seeds().layouts
+    outside = vocabulary.matter_binds | seeds().types | seeds().layouts  # what an inert statement may not read
+    taint = dict(known)
+    words, matter_words = set(vocabulary.words), set(vocabulary.matter_words)
     for f in changed:
         entry = before.get(f)
         if not isinstance(entry, tuple) or f not in known:
             return None
+        small, new_units = prepass.scan_to_plain(fresh[f])  # type: ignore[arg-type]
+        if not isinstance(entry[2], list) or entry[2][:4] != json_shaped(small[:4]):
+            return None  # its module, imports or re-exports changed: what each unit can see did
         old_units = store.scan_units(f, entry[0])
-        _, new_units = prepass.scan_to_plain(fresh[f])  # type: ignore[arg-type]
-        if not isinstance(old_units, list) or len(old_units) != len(new_units):
+        if not isinstance(old_units, list) or not all(isinstance(u, list) and len(u) == 11 for u in old_units):
             return None
-        for old, new in zip(old_units, new_units):
-            if not isinstance(old, list) or len(old) != len(new) or old[:1] + old[3:] != new[:1] + new[3:]:
+        mattered = {int(i) for i in known[f][2]}
+        pairs = _aligned(old_units, new_units)
+        if pairs is None:
+            return None
+        for old, new in pairs:
+            if old is None:  # a statement added: inert unless it reads what matters or what matters names it
+                unit = new_units[new]
+                if not _inert(unit) or not outside.isdisjoint(unit[1]) or not matter_words.isdisjoint(unit[0]):
+                    return None
+                words.update(unit[0])  # what it binds is named from now on (a later edit that reads it)
+            elif new is None:  # a statement removed: no unit read what it bound unless it mattered
+                if old in mattered or not _inert(old_units[old]):
+                    return None
+            elif not meaningful.isdisjoint(set(old_units[old][1]) ^ set(new_units[new][1])):
                 return None
-            if not meaningful.isdisjoint(set(old[1]) ^ set(new[1])):
-                return None
+        now = {new for old, new in pairs if old in mattered and new is not None}
+        matter_words.update(w for i in now for w in new_units[i][1])  # (the words it names now: see `_inert`)
+        taint[f] = [known[f][0], known[f][1], sorted(now)]
     try:
-        plans = {f: _plan_of(known[f]) for f in known}
-        respanned = _respan(plans, known, fresh) or dict(known)
+        plans = {f: _plan_of(taint[f]) for f in taint}
+        respanned = _respan(plans, taint, fresh) or taint
     except (KeyError, TypeError, ValueError, IndexError):
         return None
     scans = [fresh.get(f) or (prepass.scan_from_plain(f, summaries[f][1]) if f in summaries else None) for f in files]
@@ -149,8 +181,48 @@ def _words_only(
         return None
     new_key = caching.tree_key({f: summaries[f][0] for f in files if f in summaries})
     store.set_taint(new_key, respanned)
-    store.set_vocabulary(new_key, sorted(vocabulary))
+    store.set_vocabulary(new_key, Vocabulary(frozenset(words), vocabulary.matter_binds, frozenset(matter_words)))
     return scans, plans
+
+
+def json_shaped(value: object) -> object:
+    """`value` as the cache gives it back (tuples as lists), to compare with what it stored."""
+    return json.loads(json.dumps(value))
+
+
+# where a plain unit (prepass.scan_to_plain) keeps its fields
+_BINDS, _WORDS, _BODIES, _MEMBERS = 0, 1, 2, 6
+# source, method, attrs, members, writes, layout, decorators, import
+_INERT = [False, None, [], [], [], False, [], False]
+
+
+def _inert(unit: list) -> bool:
+    """A module-level statement that runs no function body, makes no type, is no method, import or class, and
+    writes into nothing: while it does not matter, the spread (prepass.spread) gives it nothing and takes
+    nothing from it. It matters only if it reads what a unit that matters binds (or a seed), or if a unit that
+    matters names what it binds."""
+    return not unit[_BODIES] and unit[3:] == _INERT
+
+
+def _aligned(old: list[list], new: list[list]) -> list[tuple[int | None, int | None]] | None:
+    """The old and new units of a file paired in order: (old, new) indices, None on the side where a unit was
+    added or removed. None when a unit changed other than in its words and the bodies' places."""
+
+    def shape(unit: list) -> str:  # what must stay equal: all but the words, the bodies and the members' indices
+        return json.dumps([unit[_BINDS], unit[3:_MEMBERS], len(unit[_MEMBERS]), unit[_MEMBERS + 1 :]])
+
+    matcher = difflib.SequenceMatcher(None, [shape(u) for u in old], [shape(u) for u in new], autojunk=False)
+    pairs: list[tuple[int | None, int | None]] = []
+    for tag, a0, a1, b0, b1 in matcher.get_opcodes():
+        if tag == "equal":
+            pairs += zip(range(a0, a1), range(b0, b1))
+        else:
+            pairs += [(a, None) for a in range(a0, a1)] + [(None, b) for b in range(b0, b1)]
+    index = {a: b for a, b in pairs if a is not None and b is not None}
+    for a, b in index.items():  # a class's methods are the same units
+        if [index.get(m) for m in old[a][_MEMBERS]] != new[b][_MEMBERS]:
+            return None
+    return pairs
 
 
 def _respan(
