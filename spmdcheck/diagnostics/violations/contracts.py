@@ -47,17 +47,14 @@ class DeclaredTypeMismatch(Violation):
         return "reduce the partial sum"
 
 
-@dataclass(frozen=True)
 class AssertTypeMismatch(DeclaredTypeMismatch):
     code = "SPMD401"
 
 
-@dataclass(frozen=True)
 class ReturnTypeMismatch(DeclaredTypeMismatch):
     code = "SPMD402"
 
 
-@dataclass(frozen=True)
 class ArgumentTypeMismatch(DeclaredTypeMismatch):
     code = "SPMD403"
 

@@ -32,42 +32,36 @@ class AxisRuleViolation(Violation):
         return self.template.format(axis=self.axis, op=self.op) + f" (operands: {found})"
 
 
-@dataclass(frozen=True)
 class PartialThroughNonlinear(AxisRuleViolation):
     code = "SPMD101"
     rule = Rule.PARTIAL_NONLINEAR
     template = "Partial on axis {axis!r} goes through non-linear `{op}`: f(sum) != sum(f); reduce first"
 
 
-@dataclass(frozen=True)
 class InvariantMixing(AxisRuleViolation):
     code = "SPMD102"
     rule = Rule.INVARIANT_MIX
     template = "Invariant on axis {axis!r} cannot be mixed with other types: its gradient would not be all-reduced"
 
 
-@dataclass(frozen=True)
 class PartialWithVarying(AxisRuleViolation):
     code = "SPMD103"
     rule = Rule.PARTIAL_WITH_VARYING
     template = "Partial on axis {axis!r} cannot be combined with Varying; reduce the Partial first"
 
 
-@dataclass(frozen=True)
 class PartialAffine(AxisRuleViolation):
     code = "SPMD104"
     rule = Rule.PARTIAL_AFFINE
     template = "`{op}` adds a Replicate or scalar term to a Partial on axis {axis!r}: it is counted once per rank"
 
 
-@dataclass(frozen=True)
 class PartialSeveralFactors(AxisRuleViolation):
     code = "SPMD105"
     rule = Rule.PARTIAL_SEVERAL_FACTORS
     template = "more than one factor of `{op}` is Partial on axis {axis!r}; reduce all but one"
 
 
-@dataclass(frozen=True)
 class PartialInDivisor(AxisRuleViolation):
     code = "SPMD106"
     rule = Rule.PARTIAL_DIVISOR
@@ -182,12 +176,10 @@ class TypeChangingWrite(Violation):
         )
 
 
-@dataclass(frozen=True)
 class InplaceTypeChange(TypeChangingWrite):
     code = "SPMD110"
 
 
-@dataclass(frozen=True)
 class SetitemTypeChange(TypeChangingWrite):
     code = "SPMD111"
 

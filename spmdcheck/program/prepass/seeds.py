@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING
 from spmdcheck.frontend import guard
 from spmdcheck.program.prepass.scan import WHOLE_FILE_MARKERS, code_only, identifier_words
 from spmdcheck.program.prepass.syntax import NEWLINE
-from spmdcheck.rules.model import OpRule
 
 if TYPE_CHECKING:
+    from spmdcheck.rules.model import OpRule
     from spmdcheck.rules.stubs import Registry
 
 # OpRule fields an op may set and still be unable to type an untyped operand. A rule setting any
