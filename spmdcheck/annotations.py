@@ -182,6 +182,7 @@ conversion = _factory
 raw_collective = _factory
 maps_to = _factory
 process_group = _factory
+group_size = _factory  # returns the size of the group of one mesh axis: a number (dividing by it averages)
 group_members = _factory
 # A class or function whose body is a model of a library's behaviour, interpreted by spmdcheck like
 # checked code (Megatron's ColumnParallelLinear: which collectives its forward runs, for which keywords).

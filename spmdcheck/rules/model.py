@@ -166,6 +166,7 @@ class OpRule:
     # class dim and a local target, the loss is a Replicate DTensor (`F.cross_entropy`)
     parallel_loss: bool = False
     rank_axis: str | None = None  # ... only along this mesh axis (a rank within the tp group); None: every axis
+    size_axis: str | None = None  # a number: the size of this mesh axis's group (`get_data_parallel_world_size`)
     rank_group_param: str | None = None  # ... along the axis of the group (or mesh dim) this parameter names
     group_members_param: str | None = None  # returns the ranks of the group this parameter names
     opaque: bool = False

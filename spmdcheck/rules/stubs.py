@@ -333,6 +333,10 @@ def _apply_communication_decorator(rule: OpRule, name: str, args: list[object], 
     elif name == "process_group":
         rule.process_group_axis = str(args[0])
         rule.returns = Returns.VALUE
+    elif name == "group_size":
+        rule.passthrough = True
+        rule.returns = Returns.NUMBER
+        rule.size_axis = str(args[0])
     elif name == "mesh_factory":
         rule.mesh_factory_names = str(kwargs.get("names", args[0] if args else "mesh_dim_names"))
         rule.returns = Returns.VALUE

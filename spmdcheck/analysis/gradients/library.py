@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 
-from spmdcheck.analysis.gradients import accumulation, data, loops, norms, sync
+from spmdcheck.analysis.gradients import accumulation, data, loops, megatron, norms, sync
 from spmdcheck.analysis.gradients.state import (
     OPAQUE,
     Bucket,
@@ -151,6 +151,16 @@ def group_axis(walker: Walker, group: Any, given: bool) -> tuple[bool, str | Non
 
 def call_library(walker: Walker, name: str, args: list, kwargs: dict, node: cst.Call) -> Any:
     last = _last(name)
+    handled = megatron.call(walker, name, args, kwargs, node)
+    if handled is not NotImplemented:
+        return handled
+    rule = walker.ctx.registry.lookup(name)  # a stub's process group, rank or group size of one mesh axis
+    if rule is not None and rule.process_group_axis is not None:
+        return Group(rule.process_group_axis)
+    if rule is not None and rule.size_axis is not None:
+        return WorldSize(rule.size_axis)
+    if rule is not None and rule.rank_dependent and rule.rank_axis is not None:
+        return Rank(rule.rank_axis)
     if name.startswith("torch.distributed") or name.startswith("torch.distributed.distributed_c10d"):
         handled = _distributed(walker, last, args, kwargs, node, name)
         if handled is not NotImplemented:
@@ -640,6 +650,10 @@ def _module_method(walker: Walker, obj: ModuleObj, name: str, args: list, kwargs
         return merge_data([v for v, _ in args] + [Data(models=(obj,))])
     if name in accumulation.MODULE_HOOKS:
         return accumulation.register_module_hook(walker, obj, args, node)
+    if obj.finish_axis is not None:
+        handled = megatron.method(walker, obj, name, node)
+        if handled is not NotImplemented:
+            return handled
     if name == "no_sync" and obj.ddp_axis is not None:
         return accumulation.no_sync_of(obj, walker.remember(node))
     if name == "set_requires_gradient_sync" and _set_sharded_sync(obj, args, kwargs):

@@ -43,7 +43,8 @@ class Param:
 class ModuleObj:
     """An `nn.Module` object: its parameters and submodules in assignment order.
 
-    `ddp_axis`: the axis a `DistributedDataParallel` wrapper averages its gradients over during backward.
+    `ddp_axis`: the axis a `DistributedDataParallel` wrapper averages its gradients over during backward;
+    `finish_axis`: the axis a Megatron wrapper averages them over at `finish_grad_sync()` (megatron.py).
     """
 
     cls_name: str
@@ -52,6 +53,7 @@ class ModuleObj:
     ddp_axis: str | None = None
     ddp_node: cst.CSTNode | None = None
     inner: ModuleObj | None = None  # the module a wrapper (DDP) holds
+    finish_axis: str | None = None
 
     def named_parameters(self, prefix: str = "") -> list[tuple[str, Param]]:
         out: list[tuple[str, Param]] = []

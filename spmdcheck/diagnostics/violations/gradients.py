@@ -123,11 +123,12 @@ class GradientAveragedTwice(Violation):
     by_ddp: bool = False
     first: int | None = None
     wrapper: str = "DistributedDataParallel"  # what averages in backward (`by_ddp`): DDP or FSDP2's fully_shard
+    at: str = "during backward()"  # when it averages (Megatron's wrapper: at `finish_grad_sync()`)
 
     @property
     def message(self) -> str:
         other = (
-            f"{self.wrapper} also averages the gradients over it during backward()"
+            f"{self.wrapper} also averages the gradients over it {self.at}"
             if self.by_ddp
             else f"the gradient was already divided by it at {site(self.first)}"
             if self.first is not None

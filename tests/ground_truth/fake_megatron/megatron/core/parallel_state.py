@@ -38,6 +38,22 @@ def _rank(axis: str) -> int:
     return dist.get_rank(_group(axis))
 
 
+def initialize_model_parallel(tensor_model_parallel_size: int = 1, pipeline_model_parallel_size: int = 1,
+                              **_unsupported) -> None:  # noqa: ANN003
+    """Megatron's entry for a program that makes its own groups: a (dp, tp) DeviceMesh over the world, the
+    tensor-parallel ranks of a replica consecutive, as Megatron lays them out (pipeline size 1 only)."""
+    from torch.distributed.device_mesh import init_device_mesh
+
+    if pipeline_model_parallel_size != 1 or _unsupported:
+        raise NotImplementedError("fake megatron: only tensor x data parallelism is supported")
+    tp = tensor_model_parallel_size
+    _bind_mesh(init_device_mesh("cpu", (dist.get_world_size() // tp, tp), mesh_dim_names=("dp", "tp")))
+
+
+def destroy_model_parallel() -> None:
+    _bind_mesh(None)
+
+
 def is_initialized() -> bool:
     return _MESH is not None
 
