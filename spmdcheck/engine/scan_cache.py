@@ -148,7 +148,7 @@ def _words_only(
         if not isinstance(entry, tuple) or f not in known:
             return None
         small, new_units = prepass.scan_to_plain(fresh[f])  # type: ignore[arg-type]
-        if not isinstance(entry[2], list) or entry[2][:4] != json_shaped(small[:4]):
+        if not isinstance(entry[2], list) or entry[2][:4] != _json_shaped(small[:4]):
             return None  # its module, imports or re-exports changed: what each unit can see did
         old_units = store.scan_units(f, entry[0])
         if not isinstance(old_units, list) or not all(isinstance(u, list) and len(u) == 11 for u in old_units):
@@ -160,16 +160,18 @@ def _words_only(
         for old, new in pairs:
             if old is None:  # a statement added: inert unless it reads what matters or what matters names it
                 unit = new_units[new]
-                if not _inert(unit) or not outside.isdisjoint(unit[1]) or not matter_words.isdisjoint(unit[0]):
+                if not _inert(unit) or not outside.isdisjoint(unit[_WORDS]):
                     return None
-                words.update(unit[0])  # what it binds is named from now on (a later edit that reads it)
+                if not matter_words.isdisjoint(unit[_BINDS]):
+                    return None
+                words.update(unit[_BINDS])  # what it binds is named from now on (a later edit that reads it)
             elif new is None:  # a statement removed: no unit read what it bound unless it mattered
                 if old in mattered or not _inert(old_units[old]):
                     return None
-            elif not meaningful.isdisjoint(set(old_units[old][1]) ^ set(new_units[new][1])):
+            elif not meaningful.isdisjoint(set(old_units[old][_WORDS]) ^ set(new_units[new][_WORDS])):
                 return None
         now = {new for old, new in pairs if old in mattered and new is not None}
-        matter_words.update(w for i in now for w in new_units[i][1])  # (the words it names now: see `_inert`)
+        matter_words.update(w for i in now for w in new_units[i][_WORDS])  # (the words it names now: see `_inert`)
         taint[f] = [known[f][0], known[f][1], sorted(now)]
     try:
         plans = {f: _plan_of(taint[f]) for f in taint}
@@ -185,14 +187,14 @@ def _words_only(
     return scans, plans
 
 
-def json_shaped(value: object) -> object:
+def _json_shaped(value: object) -> object:
     """`value` as the cache gives it back (tuples as lists), to compare with what it stored."""
     return json.loads(json.dumps(value))
 
 
 # where a plain unit (prepass.scan_to_plain) keeps its fields
-_BINDS, _WORDS, _BODIES, _MEMBERS = 0, 1, 2, 6
-# source, method, attrs, members, writes, layout, decorators, import
+_BINDS, _WORDS, _BODIES, _SOURCE, _MEMBERS = 0, 1, 2, 3, 6
+# an inert unit's fields from `_SOURCE` on: source, method, attrs, members, writes, layout, decorators, import
 _INERT = [False, None, [], [], [], False, [], False]
 
 
@@ -201,7 +203,7 @@ def _inert(unit: list) -> bool:
     writes into nothing: while it does not matter, the spread (prepass.spread) gives it nothing and takes
     nothing from it. It matters only if it reads what a unit that matters binds (or a seed), or if a unit that
     matters names what it binds."""
-    return not unit[_BODIES] and unit[3:] == _INERT
+    return not unit[_BODIES] and unit[_SOURCE:] == _INERT
 
 
 def _aligned(old: list[list], new: list[list]) -> list[tuple[int | None, int | None]] | None:
@@ -209,7 +211,7 @@ def _aligned(old: list[list], new: list[list]) -> list[tuple[int | None, int | N
     added or removed. None when a unit changed other than in its words and the bodies' places."""
 
     def shape(unit: list) -> str:  # what must stay equal: all but the words, the bodies and the members' indices
-        return json.dumps([unit[_BINDS], unit[3:_MEMBERS], len(unit[_MEMBERS]), unit[_MEMBERS + 1 :]])
+        return json.dumps([unit[_BINDS], unit[_SOURCE:_MEMBERS], len(unit[_MEMBERS]), unit[_MEMBERS + 1 :]])
 
     matcher = difflib.SequenceMatcher(None, [shape(u) for u in old], [shape(u) for u in new], autojunk=False)
     pairs: list[tuple[int | None, int | None]] = []

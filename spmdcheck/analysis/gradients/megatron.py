@@ -22,8 +22,7 @@ from typing import TYPE_CHECKING, Any
 import libcst as cst
 
 from spmdcheck.analysis.gradients import sync
-from spmdcheck.analysis.gradients.state import OPAQUE, AxisGrad, ItemList, ModuleObj, Optimizer, argument
-from spmdcheck.diagnostics.violations.gradients import GradientAveragedTwice
+from spmdcheck.analysis.gradients.state import OPAQUE, ItemList, ModuleObj, Optimizer, argument
 
 if TYPE_CHECKING:
     from spmdcheck.analysis.gradients.walker import Walker
@@ -100,10 +99,8 @@ def finish_grad_sync(walker: Walker, wrapper: ModuleObj, node: cst.CSTNode) -> N
         grad = walker.state.get(param, axis)
         if param.escaped or sync.is_expert(param) or grad is None or grad.status != "pending":
             continue  # (reduced already: averaging equal values again leaves them as they are)
-        if grad.divisions:
-            averaged = GradientAveragedTwice(axis, by_ddp=True, wrapper=WRAPPER, at="at `finish_grad_sync()`")
-            walker.report(averaged, grad.divisions[0])
-        walker.state.set(param, axis, AxisGrad("summed", node, True, (*grad.divisions, node), wrapper=WRAPPER))
+        averaged = sync.averaged_by_wrapper(walker, node, axis, grad.divisions, WRAPPER, "at `finish_grad_sync()`")
+        walker.state.set(param, axis, averaged)
 
 
 def _reduce_marked(walker: Walker, chunks: list[ModuleObj], node: cst.CSTNode) -> None:

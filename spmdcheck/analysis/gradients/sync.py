@@ -77,11 +77,9 @@ def backward(walker: Walker, loss: Data, node: cst.CSTNode) -> None:
                 divisions = tuple(n for a, n in loss.divisions if a == axis)
                 grad = AxisGrad("pending", divisions=divisions)
                 if model.ddp_axis == axis and accumulation.ddp_syncs(model):
-                    if divisions:
-                        walker.report(GradientAveragedTwice(axis, by_ddp=True), divisions[0])
-                    grad = AxisGrad("summed", model.ddp_node, True, (*divisions, model.ddp_node))  # type: ignore[arg-type]
+                    grad = averaged_by_wrapper(walker, model.ddp_node, axis, divisions)  # type: ignore[arg-type]
                 elif param.sharded_by is not None and axis in param.sharded_by[0] and param.sharded_sync:
-                    grad = _sharded_grad(walker, param.sharded_by[1], axis, divisions)
+                    grad = averaged_by_wrapper(walker, param.sharded_by[1], axis, divisions, FULLY_SHARD)
                 # repeated backward() calls add into `.grad` (`accumulate`); hooks and no_sync(): accumulation.py
                 walker.state.set(param, axis, accumulation.accumulate(walker, param, axis, grad, node, accumulate))
     accumulation.after_backward(walker, loss.models, node)  # hooks, and what `no_sync()` left pending
@@ -90,11 +88,20 @@ def backward(walker: Walker, loss: Data, node: cst.CSTNode) -> None:
 FULLY_SHARD = "`fully_shard` (FSDP2)"
 
 
-def _sharded_grad(walker: Walker, call: cst.CSTNode, axis: str, divisions: tuple) -> AxisGrad:
-    """FSDP2's backward: the gradient reduce-scattered over the mesh of `fully_shard` (at `call`), averaged."""
+def averaged_by_wrapper(
+    walker: Walker,
+    call: cst.CSTNode,
+    axis: str,
+    divisions: tuple,
+    wrapper: str = "DistributedDataParallel",
+    at: str = "during backward()",
+) -> AxisGrad:
+    """A gradient a wrapper averages over `axis` (made at `call`): DistributedDataParallel's and FSDP2's in
+    backward(), Megatron's at `finish_grad_sync()`; a division by the axis size before it (`divisions`)
+    averages twice."""
     if divisions:
-        walker.report(GradientAveragedTwice(axis, by_ddp=True, wrapper=FULLY_SHARD), divisions[0])
-    return AxisGrad("summed", call, True, (*divisions, call), wrapper=FULLY_SHARD)
+        walker.report(GradientAveragedTwice(axis, by_ddp=True, wrapper=wrapper, at=at), divisions[0])
+    return AxisGrad("summed", call, True, (*divisions, call), wrapper=wrapper)
 
 
 def accumulate(old: AxisGrad | None, new: AxisGrad) -> AxisGrad:
