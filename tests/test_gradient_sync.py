@@ -6,8 +6,8 @@ import libcst as cst
 import pytest
 
 from spmdcheck.analysis.gradients.state import AxisGrad
-from spmdcheck.analysis.gradients.step import steps_optimizer
 from spmdcheck.analysis.gradients.sync import accumulate
+from spmdcheck.analysis.gradients.trigger import steps_optimizer
 from spmdcheck.api import Settings, check_source
 
 HEADER = """\

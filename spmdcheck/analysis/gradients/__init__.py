@@ -3,10 +3,10 @@
 Interface (for code building on it: hooks, `no_sync()`, accumulation, clipping):
 
 * **Where it runs.** interp/modules.py `analyze_function` calls `step.check_training_step(engine, fn, scope)`
-  for each function with a `<x>.step()` statement (`step.steps_optimizer`, a statement scan: nothing else
-  costs anything). It walks that function with a `walker.Walker`, a small interpreter of its own
-  (statements.py, exprs.py, library.py) over the values of state.py; unknown parameters of the function come
-  from a builder of the same module (step.py).
+  for each function with a `<x>.step()` statement (`trigger.steps_optimizer`, a statement scan: nothing else
+  costs anything, and the walk's modules are imported only then). It walks that function with a
+  `walker.Walker`, a small interpreter of its own (statements.py, exprs.py, library.py) over the values of
+  state.py; unknown parameters of the function come from a builder of the same module (step.py).
 * **Parameters.** `state.Param` objects, made where the program makes them (`nn.Parameter(...)`, a torch.nn
   layer's weight/bias, library.py `library_module_init`); `Param.attrs` holds what the program set on them
   (`p.sequence_parallel = True`, `setattr(p, "allreduce", False)`). Models are `state.ModuleObj` trees built by

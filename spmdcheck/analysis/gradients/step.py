@@ -8,7 +8,6 @@ of names that the step function takes by the same names (`build()` returning `mo
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import libcst as cst
@@ -16,51 +15,8 @@ import libcst as cst
 from spmdcheck.analysis.frames import Scope
 from spmdcheck.analysis.gradients import exprs, statements
 from spmdcheck.analysis.gradients.state import OPAQUE
+from spmdcheck.analysis.gradients.trigger import block_statements
 from spmdcheck.analysis.gradients.walker import GiveUp, Walker
-
-_MAX_SCAN = 400  # statements looked at for a `.step()` in one function
-
-
-def steps_optimizer(fn: cst.FunctionDef) -> bool:
-    """Whether `fn` has a statement `<something>.step()` (statements only: cheap for every function)."""
-    budget = [_MAX_SCAN]
-    return _scan(_block(fn), budget)
-
-
-_COMPOUND = frozenset((cst.If, cst.For, cst.While, cst.With, cst.Try))
-
-
-def _scan(body: Sequence[cst.CSTNode], budget: list[int]) -> bool:
-    for stmt in body:
-        budget[0] -= 1
-        if budget[0] < 0:
-            return False
-        kind = type(stmt)  # exact types: every function of every file is scanned, and an ABC check is slow
-        if kind is cst.SimpleStatementLine:
-            for small in stmt.body:
-                if (
-                    type(small) is cst.Expr
-                    and type(small.value) is cst.Call
-                    and type(small.value.func) is cst.Attribute
-                    and small.value.func.attr.value == "step"
-                ):
-                    return True
-        elif kind in _COMPOUND:
-            if _scan(_block(stmt), budget):
-                return True
-            orelse = getattr(stmt, "orelse", None)
-            if orelse is not None and _scan(_block(orelse), budget):
-                return True
-    return False
-
-
-def _block(node: Any) -> Sequence[cst.CSTNode]:
-    body = getattr(node, "body", None)
-    if isinstance(body, cst.IndentedBlock):
-        return body.body
-    if isinstance(node, cst.If):
-        return [node]
-    return ()
 
 
 def check_training_step(engine: Any, fn: cst.FunctionDef, scope: Scope) -> None:
@@ -107,7 +63,7 @@ def _builder(module: cst.Module, fn: cst.FunctionDef, names: list[str]) -> cst.F
 
 
 def _returned_names(fn: cst.FunctionDef) -> list[str] | None:
-    body = _block(fn)
+    body = block_statements(fn)
     if not body or not isinstance(body[-1], cst.SimpleStatementLine):
         return None
     last = body[-1].body[0]

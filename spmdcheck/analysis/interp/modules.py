@@ -11,7 +11,7 @@ import libcst as cst
 from spmdcheck.analysis import autograd_functions, contracts, group_inference, layouts, signature, tp_plans
 from spmdcheck.analysis.context import FileContext
 from spmdcheck.analysis.frames import Frame, Importer, RunState, Scope
-from spmdcheck.analysis.gradients import step as gradient_step
+from spmdcheck.analysis.gradients.trigger import steps_optimizer
 from spmdcheck.analysis.interp.syntax import block_body, bound_names, param_name
 from spmdcheck.analysis.roots import RootLog
 from spmdcheck.analysis.values import (
@@ -223,8 +223,11 @@ class ModuleRunner:
                     frame.env[param] = value
                     self.ctx.bound(param, value, param_name(fn, param))
                 self.exec_block(block_body(fn))
-                if gradient_step.steps_optimizer(fn):
-                    gradient_step.check_training_step(self, fn, scope)
+                if steps_optimizer(fn):
+                    # imported here: the walk's modules cost start-up to every run, and most run no step
+                    from spmdcheck.analysis.gradients.step import check_training_step
+
+                    check_training_step(self, fn, scope)
                 signature.check_returns(self, fn, decor, frame.returns)
                 if contract is not None and contract.returns:
                     for value, node in frame.returns:
