@@ -8,8 +8,10 @@ its shard of the same sums). `finalize_model_grads([model, ...])` runs `finish_g
 then reduces over the tensor-parallel group the gradients of the parameters Megatron marks: summed for
 `sequence_parallel` (LayerNorms applied to a sequence slice: partial sums over tp), averaged for
 `average_gradients_across_tp_domain` (megatron/core/distributed/finalize_model_grads.py,
-`_allreduce_non_tensor_model_parallel_grads`). It reads the marks whatever `config.sequence_parallel` says
-(a config the walk does not read: a mark the config turns off leaves a gradient the walk believes reduced).
+`_allreduce_non_tensor_model_parallel_grads`), the `sequence_parallel` marks only when the model's config
+(`config.sequence_parallel` of the config the wrapper was given: `TransformerConfig(..., sequence_parallel=True)`,
+False by default) says so; a config the walk cannot read (built elsewhere, `**fields`, positional fields) is
+believed to switch them on: nothing is reported of it.
 `get_megatron_optimizer(config, [model, ...])` steps the chunks' parameters.
 
 Expert parameters (reduced over the expert data-parallel group) are left as they are: not followed.
@@ -17,6 +19,8 @@ Expert parameters (reduced over the expert data-parallel group) are left as they
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import libcst as cst
@@ -41,20 +45,51 @@ FINALIZERS = {
 OPTIMIZER_FACTORIES = {
     "megatron.core.optimizer.get_megatron_optimizer": (1, "model_chunks"),
 }
-# the parameter marks `finalize_model_grads` reduces over the tensor-parallel group: (mark, averaged)
-TENSOR_PARALLEL_REDUCTIONS = (("sequence_parallel", False), ("average_gradients_across_tp_domain", True))
+# the parameter marks `finalize_model_grads` reduces over the tensor-parallel group: (mark, averaged, the
+# config field that must be True for it to, None: whatever the config says)
+TENSOR_PARALLEL_REDUCTIONS = (
+    ("sequence_parallel", False, "sequence_parallel"),
+    ("average_gradients_across_tp_domain", True, None),
+)
+# Megatron's model configs (dataclasses; the fields read above are ModelParallelConfig's) and their defaults
+CONFIG_CLASSES = frozenset({
+    "megatron.core.transformer.TransformerConfig",
+    "megatron.core.transformer.transformer_config.TransformerConfig",
+    "megatron.core.ModelParallelConfig",
+    "megatron.core.model_parallel_config.ModelParallelConfig",
+})
+CONFIG_DEFAULTS = {"sequence_parallel": False}
 # methods of the wrapper that touch no gradient the walk follows
 _INERT_METHODS = frozenset({"start_grad_sync", "broadcast_params", "start_param_sync", "finish_param_sync"})
 
 
+@dataclass(frozen=True)
+class ModelConfig:
+    """A Megatron model config the program built: the fields it gave by keyword (None: not known)."""
+
+    fields: Mapping[str, Any] | None
+
+    def flag(self, name: str) -> bool | None:
+        """The field as the config holds it (None: not known)."""
+        if self.fields is None:
+            return None
+        value = self.fields.get(name, CONFIG_DEFAULTS.get(name))
+        return value if isinstance(value, bool) else None
+
+
 def call(walker: Walker, name: str, args: list, kwargs: dict, node: cst.Call) -> Any:
     """A call of one of the rules above (NotImplemented: not one)."""
+    if name in CONFIG_CLASSES:
+        return ModelConfig(None if args else {key: value for key, (value, _) in kwargs.items()})
     if name in WRAPPERS:
         module, _ = argument(args, kwargs, *WRAPPERS[name])
+        config, _ = argument(args, kwargs, 0, "config")
         axis = sync.data_parallel_axis(walker.mesh)
         if not isinstance(module, ModuleObj) or axis is None:
             return OPAQUE
-        return ModuleObj("DistributedDataParallel", children={"module": module}, inner=module, finish_axis=axis)
+        wrapper = ModuleObj("DistributedDataParallel", children={"module": module}, inner=module, finish_axis=axis)
+        wrapper.attrs["config"] = config  # what `finalize_model_grads` reads (`get_model_config`)
+        return wrapper
     if name in FINALIZERS:
         chunks = _chunks(argument(args, kwargs, *FINALIZERS[name])[0])
         if chunks is None:
@@ -105,16 +140,21 @@ def finish_grad_sync(walker: Walker, wrapper: ModuleObj, node: cst.CSTNode) -> N
 
 def _reduce_marked(walker: Walker, chunks: list[ModuleObj], node: cst.CSTNode) -> None:
     tp = sync.tensor_parallel_axis(walker.mesh)
-    for mark, _ in TENSOR_PARALLEL_REDUCTIONS:
+    for mark, _, _ in TENSOR_PARALLEL_REDUCTIONS:
         walker.tested_attrs.add(mark)  # a missing mark is the advice of a gradient left pending (sync.checkpoint)
     if tp is None:
         return
     for chunk in chunks:
+        config = chunk.attrs.get("config")
         for name, param in chunk.named_parameters():
-            for mark, average in TENSOR_PARALLEL_REDUCTIONS:
-                if param.attrs.get(mark) is True:
-                    sync.reduce(walker, param, tp, average, node, "finalize_model_grads", name)
+            for mark, average, switch in TENSOR_PARALLEL_REDUCTIONS:
+                if param.attrs.get(mark) is not True:
+                    continue
+                if switch is not None and isinstance(config, ModelConfig) and config.flag(switch) is False:
+                    param.skipped_by = f"config.{switch}"  # marked, but the config turns the reduction off
                     break
+                sync.reduce(walker, param, tp, average, node, "finalize_model_grads", name)
+                break
 
 
 def _chunks(value: Any) -> list[ModuleObj] | None:

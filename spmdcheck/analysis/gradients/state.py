@@ -37,6 +37,8 @@ class Param:
     # FSDP2 `fully_shard(module, mesh=...)`: the mesh axes backward() averages its gradient over, and the call
     sharded_by: tuple[frozenset[str], cst.CSTNode] | None = None
     sharded_sync: bool = True  # FSDP2's `set_requires_gradient_sync(False)`: backward() leaves it pending
+    # the config field that made a library skip the reduction its mark asks for (`config.sequence_parallel`)
+    skipped_by: str | None = None
 
 
 @dataclass(eq=False)

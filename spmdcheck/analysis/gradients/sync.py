@@ -238,13 +238,18 @@ def checkpoint(walker: Walker, params: list[Param] | None, node: cst.CSTNode) ->
     for axis, missing in sorted(pending.items()):
         names = tuple(dict.fromkeys(p.name for p in missing))
         unmatched, mark = _filters(walker, missing)
-        if mark is not None and unmatched is not None:
+        switched = {p.skipped_by for p in missing}
+        switch = switched.pop() if len(switched) == 1 else None
+        if switch is not None:  # a library's reduction the config turned off: not a filter of the program's
+            unmatched = None
+            advice = f"{switch} = True  # e.g. TransformerConfig(..., {switch.rpartition('.')[2]}=True)"
+        elif mark is not None and unmatched is not None:
             advice = f'getattr(param, "{mark}", False)'
         elif mark is not None:
             advice = f'setattr(param, "{mark}", True)'
         else:
             advice = f"for param in <these parameters>:\n    dist.all_reduce(param.grad, group=<the group of {axis!r}>)"
-        walker.report(MissingGradientReduction(names, axis, unmatched, mark), node, advice)
+        walker.report(MissingGradientReduction(names, axis, unmatched, mark, switch), node, advice)
 
 
 def _filters(walker: Walker, missing: list[Param]) -> tuple[str | None, str | None]:

@@ -21,7 +21,9 @@ class MissingGradientReduction(Violation):
 
     `unmatched_filter`: the attribute the program's reduction loop selects parameters by, which none of
     them carries (None: no such loop, or it selects other parameters); `megatron_mark`: the attribute that
-    marks a parameter for that reduction in the program's own spelling (`sequence_parallel`).
+    marks a parameter for that reduction in the program's own spelling (`sequence_parallel`);
+    `switched_off_by`: the config field that turned off the library reduction the mark asks for
+    (`config.sequence_parallel`: Megatron's `finalize_model_grads` skips the marks while it is False).
     """
 
     code = "SPMD601"
@@ -29,18 +31,22 @@ class MissingGradientReduction(Violation):
     axis: str
     unmatched_filter: str | None = None
     megatron_mark: str | None = None
+    switched_off_by: str | None = None
 
     @property
     def message(self) -> str:
         what = "gradient" if len(self.params) == 1 else "gradients"
-        why = (
-            f"the reduction loop selects parameters by `{self.unmatched_filter}`, which none of them carries"
-            if self.unmatched_filter
-            else (
-                f"no all-reduce over {self.axis!r} reaches {'it' if len(self.params) == 1 else 'them'}, or the reduced "
-                f"{'value never gets' if len(self.params) == 1 else 'values never get'} back into `.grad`"
+        one = len(self.params) == 1
+        if self.unmatched_filter:
+            why = f"the reduction loop selects parameters by `{self.unmatched_filter}`, which none of them carries"
+        elif self.switched_off_by:
+            marks = "its mark asks" if one else "their marks ask"
+            why = f"the library skips the reduction {marks} for while `{self.switched_off_by}` is False"
+        else:
+            why = (
+                f"no all-reduce over {self.axis!r} reaches {'it' if one else 'them'}, or the reduced "
+                f"{'value never gets' if one else 'values never get'} back into `.grad`"
             )
-        )
         return (
             f"at the optimizer step the {what} of {_names(self.params)} {'is' if len(self.params) == 1 else 'are'} "
             f"still a per-rank partial sum over axis {self.axis!r}: {why}, so each rank steps with its own share"
@@ -48,6 +54,8 @@ class MissingGradientReduction(Violation):
 
     @property
     def fix_title(self) -> str:
+        if self.switched_off_by:
+            return f"set `{self.switched_off_by.rpartition('.')[2]}=True` in the config the model is built with"
         if self.unmatched_filter and self.megatron_mark:
             return f"select the parameters by `{self.megatron_mark}`, the attribute they carry"
         if self.megatron_mark:
