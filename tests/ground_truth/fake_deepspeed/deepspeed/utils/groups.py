@@ -24,8 +24,10 @@ def _get_data_parallel_rank() -> int:
 
 def _create_expert_and_data_parallel(expert_parallel_size_: int) -> None:
     world_size, rank = dist.get_world_size(), dist.get_rank()
-    ep_size = min(expert_parallel_size_, world_size)
-    name = f"ep_size_{expert_parallel_size_}"
+    ep_size = expert_parallel_size_
+    if world_size % ep_size:
+        raise ValueError(f"fake deepspeed: world size {world_size} not divisible by ep_size {ep_size}")
+    name = f"ep_size_{ep_size}"
     if name in _EXPERT_PARALLEL_GROUP:
         return
     for i in range(world_size // ep_size):
