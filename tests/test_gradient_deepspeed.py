@@ -15,8 +15,9 @@ import pytest
 from spmdcheck.api import Settings, check_files
 
 PROGRAMS = pathlib.Path(__file__).resolve().parent.parent / "fixtures" / "programs"
-INIT = "    model, optimizer, _, _ = deepspeed.initialize(model=mlp, model_parameters=mlp.parameters(), config=config)\n"
 ARGS = "model=mlp, model_parameters=mlp.parameters(), config=config"
+UNPACKED = "    model, optimizer, _, _ = "
+INIT = f"{UNPACKED}deepspeed.initialize({ARGS})\n"
 BACKWARD = "    model.backward(loss)\n"
 STEP = "    model.step()"  # (the bug's line goes on with its expectation)
 LOSS = "    loss = F.mse_loss(model(inputs), targets)\n"
@@ -31,11 +32,11 @@ REWRITES = [
     ("from deepspeed import initialize", "bug_loss_backward", [
         ("import deepspeed\n", "from deepspeed import initialize\n"),
         (INIT, f"    model, optimizer, _, _ = initialize({ARGS})\n")]),
-    ("an alias", "bug_loss_backward", [(INIT, f"    make = deepspeed.initialize\n    model, optimizer, _, _ = make({ARGS})\n")]),
+    ("an alias", "bug_loss_backward", [(INIT, f"    make = deepspeed.initialize\n{UNPACKED}make({ARGS})\n")]),
     ("a helper", "bug_loss_backward", [
         (INIT, "    model, optimizer, _, _ = _engine(mlp, config)\n"),
-        (BEFORE_BUILD, "def _engine(module, config):\n    return deepspeed.initialize(model=module, config=config)\n\n\n"
-                       + BEFORE_BUILD)]),
+        (BEFORE_BUILD, "def _engine(module, config):\n"
+                       "    return deepspeed.initialize(model=module, config=config)\n\n\n" + BEFORE_BUILD)]),
     ("a registry", "bug_loss_backward", [
         (INIT, f'    model, optimizer, _, _ = ENGINES["deepspeed"]({ARGS})\n'),
         (BEFORE_BUILD, 'ENGINES = {"deepspeed": deepspeed.initialize}\n\n\n' + BEFORE_BUILD)]),
@@ -45,7 +46,7 @@ REWRITES = [
     ("[0] and engine.optimizer", "bug_loss_backward", [
         (INIT, f"    model = deepspeed.initialize({ARGS})[0]\n    optimizer = model.optimizer\n")]),
     ("positional args, model", "bug_loss_backward", [
-        (INIT, "    model, optimizer, _, _ = deepspeed.initialize(None, mlp, None, mlp.parameters(), config=config)\n")]),
+        (INIT, f"{UNPACKED}deepspeed.initialize(None, mlp, None, mlp.parameters(), config=config)\n")]),
     ("a client optimizer", "bug_loss_backward", [
         (INIT, "    sgd = torch.optim.SGD(mlp.parameters(), lr=0.5)\n"
                "    model, optimizer, _, _ = deepspeed.initialize(model=mlp, optimizer=sgd, config=config)\n")]),
@@ -67,7 +68,7 @@ REWRITES = [
     ("torch.distributed for the ranks", "bug_allreduce_after_engine", [
         ("import deepspeed.comm as dist\n", "import torch.distributed as dist\n")]),
     ("the dp group of deepspeed.utils.groups", "bug_allreduce_after_engine", [
-        ("        dist.all_reduce(param.grad)", "        dist.all_reduce(param.grad, group=groups._get_data_parallel_group())"),
+        ("dist.all_reduce(param.grad)", "dist.all_reduce(param.grad, group=groups._get_data_parallel_group())"),
         ("import deepspeed.comm as dist\n", "import deepspeed.comm as dist\nfrom deepspeed.utils import groups\n")]),
 ]
 
