@@ -74,6 +74,10 @@ REWRITES = [
 
 
 def _check(tmp_path: pathlib.Path, package: str, edits: list, label: str = "") -> list[str]:
+    return sorted(d.code for d in _diagnostics(tmp_path, package, edits, label))
+
+
+def _diagnostics(tmp_path: pathlib.Path, package: str, edits: list, label: str = "") -> list:
     copy = tmp_path / label / f"gradsync_deepspeed_{package}"
     shutil.copytree(PROGRAMS / copy.name, copy)
     train = copy / "train.py"
@@ -85,13 +89,22 @@ def _check(tmp_path: pathlib.Path, package: str, edits: list, label: str = "") -
         text = text.replace(old, new, 1)
     train.write_text(text)
     results = check_files(sorted(str(p) for p in copy.glob("*.py")), Settings(mesh=("dp",)))
-    return sorted(d.code for r in results for d in r.diagnostics)
+    return [d for r in results for d in r.diagnostics]
 
 
 @pytest.mark.parametrize(("spelling", "bug", "edits"), REWRITES, ids=[f"{b}: {s}" for s, b, _ in REWRITES])
 def test_deepspeed_spellings_keep_the_verdict(tmp_path: pathlib.Path, spelling: str, bug: str, edits: list) -> None:
     assert _check(tmp_path, bug, edits, "bug") == [BUGS[bug]], spelling
     assert _check(tmp_path, "ok", edits, "ok") == [], spelling
+
+
+def test_a_plain_backward_is_told_to_use_the_engines(tmp_path: pathlib.Path) -> None:
+    """SPMD601 after `loss.backward()` names the engine's backward (message, fix title and advice)."""
+    [finding] = _diagnostics(tmp_path, "bug_loss_backward", [])
+    assert "only `engine.backward(loss)` reduces them" in finding.message
+    assert [(s.message, s.replacement) for s in finding.suggestions] == [
+        ("backpropagate with `engine.backward(loss)` instead of `loss.backward()`", "engine.backward(loss)")
+    ]
 
 
 def test_a_loss_divided_by_the_data_parallel_size_is_averaged_twice(tmp_path: pathlib.Path) -> None:
@@ -129,7 +142,8 @@ def test_no_sync_leaves_the_gradients_unreduced(tmp_path: pathlib.Path) -> None:
     """Inside `model.no_sync()` the engine's backward reduces nothing: a step after it steps per-rank sums; a
     backward outside it before the step reduces the accumulated gradients."""
     inside = "    with model.no_sync():\n        model.backward(loss)\n"
-    assert _check(tmp_path, "ok", [(BACKWARD, inside)], "inside") == ["SPMD601"]
+    [finding] = _diagnostics(tmp_path, "ok", [(BACKWARD, inside)], "inside")
+    assert finding.code == "SPMD601" and "plain backward()" not in finding.message  # it went through the engine
     again = inside + "    loss = F.mse_loss(model(inputs), targets)\n" + BACKWARD
     assert _check(tmp_path, "ok", [(BACKWARD, again)], "again") == []
 

@@ -7,7 +7,7 @@ the model's). The engine reduces the gradients only in its own `model_engine.bac
 backward, then, at a gradient accumulation boundary, averages every gradient over the data-parallel group
 (DeepSpeed's `allreduce_gradients`: divided by the dp size, all-reduced; ZeRO 1/2 reduce-scatter the same
 average into each rank's partition). A plain `loss.backward()` leaves them per-rank sums (SPMD601 at the
-step); a loss divided by the dp size (SPMD606) or a hand all-reduce after the engine's (SPMD602) averages or
+step, naming the engine's backward: the optimizer's `reducing_call`); a loss divided by the dp size (SPMD606) or a hand all-reduce after the engine's (SPMD602) averages or
 sums twice. `model_engine.step()` steps the optimizer at a boundary (the checkpoint, sync.checkpoint) and
 zeroes the gradients; the returned optimizer's own `step()` is a checkpoint too.
 
@@ -42,7 +42,8 @@ if TYPE_CHECKING:
     from spmdcheck.analysis.gradients.walker import Walker
 
 WRAPPER = "DeepSpeed's engine"
-AVERAGED_AT = "in `engine.backward(loss)`"
+REDUCING_CALL = "engine.backward(loss)"  # the one call that reduces (SPMD601 names it)
+AVERAGED_AT = f"in `{REDUCING_CALL}`"
 # qualified name -> {role: (index, keyword)} of `deepspeed.initialize(args, model, optimizer, model_parameters,
 # training_data, lr_scheduler, distributed_port, mpu, dist_init_required, collate_fn, config, ...)`
 INITIALIZERS = {
@@ -90,7 +91,7 @@ def call(walker: Walker, name: str, args: list, kwargs: dict, node: cst.Call) ->
         for value, _ in [*args, *kwargs.values()]:
             sync.forget_value(walker, value)
         return OPAQUE
-    optimizer = Optimizer(_stepped(model, roles["optimizer"], roles["model_parameters"]))
+    optimizer = Optimizer(_stepped(model, roles["optimizer"], roles["model_parameters"]), (axis, REDUCING_CALL))
     engine = Engine(axis, optimizer, walker.remember(node), _boundary(config))
     wrapper = ModuleObj("DeepSpeedEngine", children={"module": model}, inner=model, engine=engine)
     wrapper.attrs["optimizer"] = optimizer
@@ -107,7 +108,7 @@ def method(walker: Walker, wrapper: ModuleObj, name: str, args: list, kwargs: di
         return None
     if name == "step":
         if engine.boundary is True:  # DeepSpeed steps (and then zeroes the gradients) at a boundary only
-            sync.checkpoint(walker, engine.optimizer.params, node)
+            sync.checkpoint(walker, engine.optimizer.params, node, engine.optimizer.reducing_call)
         _forget(walker, wrapper, engine)
         return None
     if name == "no_sync":
@@ -135,7 +136,9 @@ def backward(walker: Walker, wrapper: ModuleObj, engine: Engine, loss: Any, node
         _forget(walker, wrapper, engine)  # reduced at some micro-steps only: not known which
         return
     if not engine.boundary or not accumulation.ddp_syncs(wrapper):
+        engine.optimizer.reducing_call = None  # went through the engine's backward: SPMD601 names no call
         return  # the gradients accumulate unreduced until a backward at a boundary
+    engine.optimizer.reducing_call = (engine.axis, REDUCING_CALL)
     walker.remember(node)
     for _, param in wrapper.named_parameters():
         grad = walker.state.get(param, engine.axis)

@@ -565,7 +565,7 @@ def call_method(walker: Walker, receiver: Any, name: str, args: list, kwargs: di
         return norms.method(walker, receiver, name)
     if isinstance(receiver, Optimizer):
         if name == "step":
-            sync.checkpoint(walker, receiver.params, node)
+            sync.checkpoint(walker, receiver.params, node, receiver.reducing_call)
             return None
         if name == "zero_grad":
             for param in receiver.params if receiver.params is not None else list(walker.state.params.values()):

@@ -173,9 +173,11 @@ class Data:
 
 @dataclass(eq=False)
 class Optimizer:
-    """A torch.optim optimizer: the parameters it steps (None: not known)."""
+    """A torch.optim optimizer: the parameters it steps (None: not known); `reducing_call`: (axis, call) of
+    the wrapper call that reduces their gradients (DeepSpeed's engine's backward, named in SPMD601)."""
 
     params: list[Param] | None
+    reducing_call: tuple[str, str] | None = None
 
 
 @dataclass(eq=False)

@@ -29,12 +29,17 @@ class MissingGradientReduction(Violation):
     axis: str
     unmatched_filter: str | None = None
     megatron_mark: str | None = None
+    # the call that reduces them over `axis` and that their backward did not go through (DeepSpeed's engine's)
+    reducing_call: str | None = None
 
     @property
     def message(self) -> str:
         what = "gradient" if len(self.params) == 1 else "gradients"
         why = (
-            f"the reduction loop selects parameters by `{self.unmatched_filter}`, which none of them carries"
+            f"{'it' if len(self.params) == 1 else 'they'} went through a plain backward(), and only "
+            f"`{self.reducing_call}` reduces {'it' if len(self.params) == 1 else 'them'}"
+            if self.reducing_call
+            else f"the reduction loop selects parameters by `{self.unmatched_filter}`, which none of them carries"
             if self.unmatched_filter
             else (
                 f"no all-reduce over {self.axis!r} reaches {'it' if len(self.params) == 1 else 'them'}, or the reduced "
@@ -48,6 +53,8 @@ class MissingGradientReduction(Violation):
 
     @property
     def fix_title(self) -> str:
+        if self.reducing_call:
+            return f"backpropagate with `{self.reducing_call}` instead of `loss.backward()`"
         if self.unmatched_filter and self.megatron_mark:
             return f"select the parameters by `{self.megatron_mark}`, the attribute they carry"
         if self.megatron_mark:
