@@ -52,6 +52,8 @@ REWRITES = [
                "    model, optimizer, _, _ = deepspeed.initialize(model=mlp, optimizer=sgd, config=config)\n")]),
     ("config_params", "bug_loss_backward", [(INIT, INIT.replace("config=config", "config_params=config"))]),
     ("the returned optimizer steps", "bug_loss_backward", [(STEP, "    optimizer.step()")]),
+    ("a step guarded by is_gradient_accumulation_boundary()", "bug_loss_backward", [
+        (STEP, "    if model.is_gradient_accumulation_boundary():\n        model.step()")]),
     ("the forward of engine.module", "bug_allreduce_after_engine", [
         (LOSS, "    loss = F.mse_loss(model.module(inputs), targets)\n")]),
     ("getattr of backward", "bug_allreduce_after_engine", [(BACKWARD, '    getattr(model, "backward")(loss)\n')]),
