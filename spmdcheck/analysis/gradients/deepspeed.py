@@ -7,8 +7,8 @@ the model's). The engine reduces the gradients only in its own `model_engine.bac
 backward, then, at a gradient accumulation boundary, averages every gradient over the data-parallel group
 (DeepSpeed's `allreduce_gradients`: divided by the dp size, all-reduced; ZeRO 1/2 reduce-scatter the same
 average into each rank's partition). A plain `loss.backward()` leaves them per-rank sums (SPMD601 at the
-step, naming the engine's backward: the optimizer's `reducing_call`); a loss divided by the dp size (SPMD606) or a hand all-reduce after the engine's (SPMD602) averages or
-sums twice. `model_engine.step()` steps the optimizer at a boundary (the checkpoint, sync.checkpoint) and
+step, naming the engine's backward: the optimizer's `reducing_call`); a loss divided by the dp size
+(SPMD606) or a hand all-reduce after the engine's (SPMD602) averages or sums twice. `model_engine.step()` steps the optimizer at a boundary (the checkpoint, sync.checkpoint) and
 zeroes the gradients; the returned optimizer's own `step()` is a checkpoint too.
 
 Expert parameters (`param.allreduce = False`, sync.is_expert) are averaged by the engine over their
