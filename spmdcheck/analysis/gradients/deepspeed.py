@@ -1,15 +1,15 @@
 """DeepSpeed's engine in the gradient walk, as rules (data) and what they do (ZeRO stages 0, 1 and 2).
 
-`model_engine, optimizer, _, _ = deepspeed.initialize(model=model, model_parameters=..., config=...)` (also
-`args, model` by position, and `deepspeed.initialize(...)[0]`) wraps the model in an engine: calling it runs
-the model's forward, and the optimizer it returns steps `model_parameters` (the client `optimizer=`'s, else
-the model's). The engine reduces the gradients only in its own `model_engine.backward(loss)`: it runs
-backward, then, at a gradient accumulation boundary, averages every gradient over the data-parallel group
-(DeepSpeed's `allreduce_gradients`: divided by the dp size, all-reduced; ZeRO 1/2 reduce-scatter the same
-average into each rank's partition). A plain `loss.backward()` leaves them per-rank sums (SPMD601 at the
-step, naming the engine's backward: the optimizer's `reducing_call`); a loss divided by the dp size
-(SPMD606) or a hand all-reduce after the engine's (SPMD602) averages or sums twice. `model_engine.step()` steps the optimizer at a boundary (the checkpoint, sync.checkpoint) and
-zeroes the gradients; the returned optimizer's own `step()` is a checkpoint too.
+`model_engine, optimizer, _, _ = deepspeed.initialize(model=model, model_parameters=..., config=...)` (also `args,
+model` by position, and `deepspeed.initialize(...)[0]`) wraps the model in an engine: calling it runs the model's
+forward, and the optimizer it returns steps `model_parameters` (the client `optimizer=`'s, else the model's). The
+engine reduces the gradients only in its own `model_engine.backward(loss)`: it runs backward, then, at a gradient
+accumulation boundary, averages every gradient over the data-parallel group (DeepSpeed's `allreduce_gradients`:
+divided by the dp size, all-reduced; ZeRO 1/2 reduce-scatter the same average into each rank's partition). A plain
+`loss.backward()` leaves them per-rank sums (SPMD601 at the step, naming the engine's backward: the optimizer's
+`reducing_call`); a loss divided by the dp size (SPMD606) or a hand all-reduce after the engine's (SPMD602)
+averages or sums twice. `model_engine.step()` steps the optimizer at a boundary (the checkpoint, sync.checkpoint)
+and zeroes the gradients; the returned optimizer's own `step()` is a checkpoint too.
 
 Expert parameters (`param.allreduce = False`, sync.is_expert) are averaged by the engine over their
 expert-data-parallel group (the ranks holding the same expert), which no mesh axis names: the walk holds no
