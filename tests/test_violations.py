@@ -357,6 +357,12 @@ EXAMPLES: list[tuple[Violation, str]] = [
         " of them carries, so each rank steps with its own share",
     ),
     (
+        MissingGradientReduction(("w1", "b1"), "dp", reducing_call="engine.backward(loss)"),
+        "at the optimizer step the gradients of `w1`, `b1` are still a per-rank partial sum over axis 'dp': they "
+        "went through a plain backward(), and only `engine.backward(loss)` reduces them, so each rank steps with "
+        "its own share",
+    ),
+    (
         MissingGradientReduction(("w1",), "dp"),
         "at the optimizer step the gradient of `w1` is still a per-rank partial sum over axis 'dp': no "
         "all-reduce over 'dp' reaches it, or the reduced value never gets back into `.grad`, so each rank "

@@ -41,7 +41,7 @@ import tempfile
 
 from . import pool as rank_pool
 from .twins import RUN_TIMEOUT, TwinProgram, TwinRunner, close, read_twin, serve_jobs, spawn_ranks, sweep
-from .worker import FAKE_MEGATRON
+from .worker import FAKE_DEEPSPEED, FAKE_MEGATRON
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PROGRAMS = ROOT / "fixtures" / "programs"
@@ -84,7 +84,8 @@ def run_package(root: str, name: str, sizes: dict[str, int]) -> dict:
     (with the tensor-parallel block each one holds, if any)."""
     import torch
 
-    for folder in (FAKE_MEGATRON, root):  # a package may call Megatron's API: the test-only stand-in (worker.py)
+    # a package may call Megatron's or DeepSpeed's API: the test-only stand-ins (worker.py)
+    for folder in (FAKE_MEGATRON, FAKE_DEEPSPEED, root):
         if folder not in sys.path:
             sys.path.insert(0, folder)
     try:

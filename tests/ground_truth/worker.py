@@ -17,6 +17,7 @@ import types
 import warnings
 
 FAKE_MEGATRON = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fake_megatron")
+FAKE_DEEPSPEED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fake_deepspeed")
 UNSUPPORTED_MARK = "fake megatron"
 
 
@@ -26,8 +27,9 @@ def rank_main(kind: str, rank: int, world: int, port: int, conn) -> None:  # noq
     os.environ["MASTER_PORT"] = str(port)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     warnings.filterwarnings("ignore")
-    if FAKE_MEGATRON not in sys.path:
-        sys.path.insert(0, FAKE_MEGATRON)
+    for fake in (FAKE_MEGATRON, FAKE_DEEPSPEED):
+        if fake not in sys.path:
+            sys.path.insert(0, fake)
     import torch
     import torch.distributed as dist
 

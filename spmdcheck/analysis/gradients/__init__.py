@@ -63,6 +63,15 @@ Interface (for code building on it: hooks, `no_sync()`, accumulation, clipping):
   mesh_dim_names=...)`, `mesh["dp"]`, the engine's mesh values; the world's without one): backward() averages
   its gradient there (`AxisGrad.wrapper` names it in SPMD602/606), unless `set_requires_gradient_sync(False)`
   switched it off (`Param.sharded_sync`: pending, as without it). A mesh the walk cannot place forgets them.
+* **Libraries' own data parallelism, as rules** (library.py `LIBRARY_RULES`: each module's `call` of a
+  qualified name and `method` of a wrapper it made; tables of names, read by what they do). megatron.py:
+  Megatron's `DistributedDataParallel` reduces nothing in backward, `finish_grad_sync()` /
+  `finalize_model_grads` average over dp (`ModuleObj.finish_axis`), the latter also sums the
+  `sequence_parallel` marks over tp. deepspeed.py: `deepspeed.initialize(...)` returns an engine wrapping the
+  model (`ModuleObj.engine`) and its optimizer; `engine.backward(loss)` averages over dp at an accumulation
+  boundary (a loss that `loss.backward()` backpropagates stays pending), `engine.step()` is the checkpoint;
+  its docstring says what is not followed (unknown boundaries, ZeRO 3, the expert-data-parallel group). A
+  library name a stub re-exports from torch (`deepspeed.comm.all_reduce`) is resolved to torch's first.
 * **Accumulation (SPMD604)** and **clipping (SPMD605)** are accumulation.py (hooks, `no_sync()` contexts,
   micro-batch loops, the gradients a step finds never synced: `claim_unsynced`) and norms.py (squared norms of
   gradients - `grad.norm()`, `torch._foreach_norm`, `get_total_norm`, `clip_grad_norm_` - the rank conditions

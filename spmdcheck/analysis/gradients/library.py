@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 
-from spmdcheck.analysis.gradients import accumulation, data, loops, megatron, norms, sync
+from spmdcheck.analysis.gradients import accumulation, data, deepspeed, loops, megatron, norms, sync
 from spmdcheck.analysis.gradients.state import (
     OPAQUE,
     Bucket,
@@ -149,11 +149,18 @@ def group_axis(walker: Walker, group: Any, given: bool) -> tuple[bool, str | Non
     return False, None
 
 
+# Libraries whose data parallelism is rules of their own: `call` of a name, `method` of a wrapper they made
+LIBRARY_RULES = (megatron, deepspeed)
+
+
 def call_library(walker: Walker, name: str, args: list, kwargs: dict, node: cst.Call) -> Any:
+    if not name.startswith("torch."):  # a stub's re-export of torch's (`deepspeed.comm.all_reduce`)
+        name = walker.ctx.registry.resolve_alias(name)
     last = _last(name)
-    handled = megatron.call(walker, name, args, kwargs, node)
-    if handled is not NotImplemented:
-        return handled
+    for rules in LIBRARY_RULES:
+        handled = rules.call(walker, name, args, kwargs, node)
+        if handled is not NotImplemented:
+            return handled
     rule = walker.ctx.registry.lookup(name)  # a stub's process group, rank or group size of one mesh axis
     if rule is not None and rule.process_group_axis is not None:
         return Group(rule.process_group_axis)
@@ -558,7 +565,7 @@ def call_method(walker: Walker, receiver: Any, name: str, args: list, kwargs: di
         return norms.method(walker, receiver, name)
     if isinstance(receiver, Optimizer):
         if name == "step":
-            sync.checkpoint(walker, receiver.params, node)
+            sync.checkpoint(walker, receiver.params, node, receiver.reducing_call)
             return None
         if name == "zero_grad":
             for param in receiver.params if receiver.params is not None else list(walker.state.params.values()):
@@ -650,8 +657,8 @@ def _module_method(walker: Walker, obj: ModuleObj, name: str, args: list, kwargs
         return merge_data([v for v, _ in args] + [Data(models=(obj,))])
     if name in accumulation.MODULE_HOOKS:
         return accumulation.register_module_hook(walker, obj, args, node)
-    if obj.finish_axis is not None:
-        handled = megatron.method(walker, obj, name, node)
+    for rules in LIBRARY_RULES:
+        handled = rules.method(walker, obj, name, args, kwargs, node)
         if handled is not NotImplemented:
             return handled
     if name == "no_sync" and obj.ddp_axis is not None:

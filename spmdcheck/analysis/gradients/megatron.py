@@ -107,8 +107,10 @@ def call(walker: Walker, name: str, args: list, kwargs: dict, node: cst.Call) ->
     return NotImplemented
 
 
-def method(walker: Walker, wrapper: ModuleObj, name: str, node: cst.Call) -> Any:
-    """A method of a Megatron wrapper the walk follows (NotImplemented: not one)."""
+def method(walker: Walker, wrapper: ModuleObj, name: str, args: list, kwargs: dict, node: cst.Call) -> Any:
+    """A method of a Megatron wrapper the walk follows (NotImplemented: not a Megatron wrapper, or not one)."""
+    if wrapper.finish_axis is None:
+        return NotImplemented
     if name == "finish_grad_sync":
         finish_grad_sync(walker, wrapper, node)
         return None

@@ -46,7 +46,8 @@ class ModuleObj:
     """An `nn.Module` object: its parameters and submodules in assignment order.
 
     `ddp_axis`: the axis a `DistributedDataParallel` wrapper averages its gradients over during backward;
-    `finish_axis`: the axis a Megatron wrapper averages them over at `finish_grad_sync()` (megatron.py).
+    `finish_axis`: the axis a Megatron wrapper averages them over at `finish_grad_sync()` (megatron.py);
+    `engine`: what a DeepSpeed engine does in its methods (deepspeed.py `Engine`).
     """
 
     cls_name: str
@@ -56,6 +57,7 @@ class ModuleObj:
     ddp_node: cst.CSTNode | None = None
     inner: ModuleObj | None = None  # the module a wrapper (DDP) holds
     finish_axis: str | None = None
+    engine: Any = None
 
     def named_parameters(self, prefix: str = "") -> list[tuple[str, Param]]:
         out: list[tuple[str, Param]] = []
@@ -173,9 +175,11 @@ class Data:
 
 @dataclass(eq=False)
 class Optimizer:
-    """A torch.optim optimizer: the parameters it steps (None: not known)."""
+    """A torch.optim optimizer: the parameters it steps (None: not known); `reducing_call`: (axis, call) of
+    the wrapper call that reduces their gradients (DeepSpeed's engine's backward, named in SPMD601)."""
 
     params: list[Param] | None
+    reducing_call: tuple[str, str] | None = None
 
 
 @dataclass(eq=False)

@@ -225,8 +225,12 @@ def divide_value(walker: Walker, value: Any, axis: str, node: cst.CSTNode) -> bo
     return False
 
 
-def checkpoint(walker: Walker, params: list[Param] | None, node: cst.CSTNode) -> None:
-    """`optimizer.step()`: every gradient must be whole (no pending sum) on every axis."""
+def checkpoint(
+    walker: Walker, params: list[Param] | None, node: cst.CSTNode, reducing_call: tuple[str, str] | None = None
+) -> None:
+    """`optimizer.step()`: every gradient must be whole (no pending sum) on every axis. `reducing_call`: (axis,
+    call) of a wrapper that reduces the optimizer's gradients over that axis in a call of its own (DeepSpeed's
+    `engine.backward(loss)`): what is pending there did not go through it."""
     chosen = params if params is not None else list(walker.state.params.values())
     pending: dict[str, list[Param]] = {}
     for param in chosen:
@@ -238,6 +242,10 @@ def checkpoint(walker: Walker, params: list[Param] | None, node: cst.CSTNode) ->
     for axis, missing in sorted(pending.items()):
         names = tuple(dict.fromkeys(p.name for p in missing))
         unmatched, mark = _filters(walker, missing)
+        if reducing_call is not None and reducing_call[0] == axis:
+            call = reducing_call[1]
+            walker.report(MissingGradientReduction(names, axis, reducing_call=call), node, call)
+            continue
         switched = {p.skipped_by for p in missing}
         switch = switched.pop() if len(switched) == 1 else None
         if switch is not None:  # a library's reduction the config turned off: not a filter of the program's

@@ -23,7 +23,8 @@ class MissingGradientReduction(Violation):
     them carries (None: no such loop, or it selects other parameters); `megatron_mark`: the attribute that
     marks a parameter for that reduction in the program's own spelling (`sequence_parallel`);
     `switched_off_by`: the config field that turned off the library reduction the mark asks for
-    (`config.sequence_parallel`: Megatron's `finalize_model_grads` skips the marks while it is False).
+    (`config.sequence_parallel`: Megatron's `finalize_model_grads` skips the marks while it is False);
+    `reducing_call`: the library call that would have reduced them and that their backward bypassed.
     """
 
     code = "SPMD601"
@@ -32,12 +33,19 @@ class MissingGradientReduction(Violation):
     unmatched_filter: str | None = None
     megatron_mark: str | None = None
     switched_off_by: str | None = None
+    # the call that reduces them over `axis` and that their backward did not go through (DeepSpeed's engine's)
+    reducing_call: str | None = None
 
     @property
     def message(self) -> str:
         what = "gradient" if len(self.params) == 1 else "gradients"
         one = len(self.params) == 1
-        if self.unmatched_filter:
+        if self.reducing_call:
+            why = (
+                f"{'it' if one else 'they'} went through a plain backward(), and only `{self.reducing_call}` "
+                f"reduces {'it' if one else 'them'}"
+            )
+        elif self.unmatched_filter:
             why = f"the reduction loop selects parameters by `{self.unmatched_filter}`, which none of them carries"
         elif self.switched_off_by:
             marks = "its mark asks" if one else "their marks ask"
@@ -54,6 +62,8 @@ class MissingGradientReduction(Violation):
 
     @property
     def fix_title(self) -> str:
+        if self.reducing_call:
+            return f"backpropagate with `{self.reducing_call}` instead of `loss.backward()`"
         if self.switched_off_by:
             return f"set `{self.switched_off_by.rpartition('.')[2]}=True` in the config the model is built with"
         if self.unmatched_filter and self.megatron_mark:

@@ -1,0 +1,3 @@
+"""spmdcheck rules for `deepspeed.utils` (package re-exports)."""
+
+from . import groups as groups
