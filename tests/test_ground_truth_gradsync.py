@@ -35,7 +35,8 @@ from ground_truth.gradsync import (  # noqa: E402
 PACKAGES = discover()
 BUGS = [p for p in PACKAGES if p.is_bug]
 RUNS = [(p, shape) for p in PACKAGES for shape in p.shapes]
-KINDS = ("sp_norm", "moe", "accum_hooks", "ddp", "clip", "bucket", "microbatch", "fsdp2", "megatron", "deepspeed")
+KINDS = ("sp_norm", "moe", "accum_hooks", "ddp", "clip", "bucket", "microbatch", "fsdp2", "megatron", "deepspeed",
+         "spmd_types")
 
 
 @pytest.fixture(scope="module")

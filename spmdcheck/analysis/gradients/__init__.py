@@ -72,6 +72,11 @@ Interface (for code building on it: hooks, `no_sync()`, accumulation, clipping):
   boundary (a loss that `loss.backward()` backpropagates stays pending), `engine.step()` is the checkpoint;
   its docstring says what is not followed (unknown boundaries, ZeRO 3, the expert-data-parallel group). A
   library name a stub re-exports from torch (`deepspeed.comm.all_reduce`) is resolved to torch's first.
+* **Declared types** (declared.py, also in `LIBRARY_RULES`): spmd_types' `assert_type` / `mutate_type`, found by
+  their stub rules, return the parameter with `Param.declared` (axis -> R, I, V, P or S): its gradient has the
+  dual type, so backward() leaves no pending sum on an axis it is declared I (the module's I -> R conversion
+  all-reduces it), V or S(d) on (sync.NO_PENDING_SUM); R stays pending where the data is split. A declaration
+  the walk cannot read leaves the parameter escaped, as before.
 * **Accumulation (SPMD604)** and **clipping (SPMD605)** are accumulation.py (hooks, `no_sync()` contexts,
   micro-batch loops, the gradients a step finds never synced: `claim_unsynced`) and norms.py (squared norms of
   gradients - `grad.norm()`, `torch._foreach_norm`, `get_total_norm`, `clip_grad_norm_` - the rank conditions

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from spmdcheck.analysis import containers
-from spmdcheck.analysis.gradients.state import OPAQUE, Group, Mesh, Partial, Qual
+from spmdcheck.analysis.gradients.state import OPAQUE, DeclaredKind, Group, Mesh, Partial, Qual
 from spmdcheck.analysis.gradients.walker import MAX_ITEMS
 from spmdcheck.analysis.objects import NAMESPACE_CLASS, PartialValue, dataclass_fields
 from spmdcheck.analysis.values import (
@@ -23,6 +23,7 @@ from spmdcheck.analysis.values import (
     ModuleRef,
     ModuleValue,
     PendingImport,
+    TypeValue,
 )
 
 if TYPE_CHECKING:
@@ -55,6 +56,8 @@ def from_engine(walker: Walker, value: Any) -> Any:
         return _engine_dict(walker, value)
     if isinstance(value, PartialValue):  # `bound = partial(f, k=v)` at a module's top level
         return _engine_partial(walker, value)
+    if isinstance(value, TypeValue):  # a type constant the engine read (`NORM = {"tp": R}`)
+        return DeclaredKind("S" if value.type.shard is not None or value.type.some_dim else value.type.kind.value)
     if isinstance(value, InstanceValue) and _is_record(value):
         return value  # a config object (dataclass, SimpleNamespace): its fields read by `attribute`
     return OPAQUE

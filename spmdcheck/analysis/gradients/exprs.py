@@ -19,6 +19,7 @@ from spmdcheck.analysis.gradients.state import (
     Chunks,
     Data,
     GradRef,
+    Group,
     Instance,
     ItemList,
     Mesh,
@@ -130,7 +131,7 @@ def _dict(walker: Walker, expr: cst.Dict) -> Any:
         if not isinstance(element, cst.DictElement):
             return OPAQUE
         key = evaluate(walker, element.key)
-        if not isinstance(key, _CONSTANTS):
+        if not isinstance(key, (*_CONSTANTS, Group)):  # (a process group: an axis of a type dict, `{tp: I}`)
             return OPAQUE
         out[key] = evaluate(walker, element.value)
     return out

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 
-from spmdcheck.analysis.gradients import accumulation, data, deepspeed, loops, megatron, norms, sync
+from spmdcheck.analysis.gradients import accumulation, data, declared, deepspeed, loops, megatron, norms, sync
 from spmdcheck.analysis.gradients.state import (
     OPAQUE,
     Bucket,
@@ -149,8 +149,9 @@ def group_axis(walker: Walker, group: Any, given: bool) -> tuple[bool, str | Non
     return False, None
 
 
-# Libraries whose data parallelism is rules of their own: `call` of a name, `method` of a wrapper they made
-LIBRARY_RULES = (megatron, deepspeed)
+# Libraries whose data parallelism is rules of their own: `call` of a name, `method` of a wrapper they made;
+# and spmd_types' annotations, which declare a parameter's type
+LIBRARY_RULES = (megatron, deepspeed, declared)
 
 
 def call_library(walker: Walker, name: str, args: list, kwargs: dict, node: cst.Call) -> Any:

@@ -39,6 +39,8 @@ class Param:
     sharded_sync: bool = True  # FSDP2's `set_requires_gradient_sync(False)`: backward() leaves it pending
     # the config field that made a library skip the reduction its mark asks for (`config.sequence_parallel`)
     skipped_by: str | None = None
+    # its local SPMD type per mesh axis, as the program declares it (`spmd.assert_type`: declared.py), a letter
+    declared: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(eq=False)
@@ -245,6 +247,14 @@ class GradientState:
 
 def with_division(grad: AxisGrad, node: cst.CSTNode) -> AxisGrad:
     return replace(grad, divisions=(*grad.divisions, node))
+
+
+@dataclass(frozen=True)
+class DeclaredKind:
+    """An SPMD type as the walk evaluates it: `S(d)`, a type constant of the engine's globals (declared.py);
+    `kind` its letter (R, I, V, P, S). A constant the walk looks up itself stays a library name (`Qual`)."""
+
+    kind: str
 
 
 @dataclass(frozen=True)

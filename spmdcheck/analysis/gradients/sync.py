@@ -57,6 +57,11 @@ def is_expert(param: Param) -> bool:
     return param.attrs.get(EXPERT_MARK, True) is False
 
 
+# the declared types (declared.py) whose gradient has no pending sum on the axis: I's dual is I (the module made
+# it whole), V's and S(d)'s is V (each rank's own)
+NO_PENDING_SUM = frozenset({"I", "V", "S"})
+
+
 def local_on(walker: Walker, param: Param, axis: str) -> bool:
     """Whether each rank of `axis` holds its own value of `param` (its gradient there is its own, not a sum)."""
     if param.attrs.get(TENSOR_PARALLEL_MARK) is True and axis == tensor_parallel_axis(walker.mesh):
@@ -72,7 +77,7 @@ def backward(walker: Walker, loss: Data, node: cst.CSTNode) -> None:
             if param.escaped:
                 continue
             for axis in sorted(loss.shard_axes):
-                if local_on(walker, param, axis):
+                if local_on(walker, param, axis) or param.declared.get(axis) in NO_PENDING_SUM:
                     continue
                 divisions = tuple(n for a, n in loss.divisions if a == axis)
                 grad = AxisGrad("pending", divisions=divisions)
