@@ -17,6 +17,7 @@ from spmdcheck.analysis import (
     configs,
     containers,
     dispatch,
+    lambdas,
     layouts,
     rankflow,
     signature,
@@ -480,7 +481,7 @@ class Evaluator:
         return DictValue(tuple(items))
 
     def eval_Lambda(self, node: cst.Lambda) -> Value:
-        return UNKNOWN
+        return lambdas.function_value(self.engine, node)  # a function, as a `def` is (lambdas.py)
 
     def eval_ListComp(self, node: cst.ListComp) -> Value:
         return self._comprehension(node)
