@@ -105,6 +105,33 @@ class Model(torch.nn.Module):
     def forward(self, x): return x * 2
 '''
 
+# A collective reached only through lambdas: a module-level registry of them, and one bound in the function
+# whose rank branch calls it (the pre-pass must keep what the lambdas name).
+LAMBDAS = '''\
+import torch
+import torch.distributed as dist
+
+
+def sync(t):
+    dist.all_reduce(t)
+    return t
+
+
+HOOKS = {"sync": lambda t: sync(t)}
+
+
+def rank_zero(x):
+    run = lambda: HOOKS["sync"](x)
+    if dist.get_rank() == 0:
+        run()
+    return x
+
+
+def inert(x):
+    act = lambda t: torch.relu(t)
+    return act(x)
+'''
+
 NOTHING = '''\
 import torch
 
@@ -139,6 +166,7 @@ def tree(tmp_path):
     (pkg / "trainer.py").write_text(TRAINER)
     (pkg / "aliases.py").write_text(ALIASES)
     (pkg / "nothing.py").write_text(NOTHING)
+    (pkg / "lambdas.py").write_text(LAMBDAS)
     (pkg / "broken.py").write_text("def f(:\n    pass\n")
     (pkg / "crlf.py").write_bytes(ALIASES.replace("\n", "\r\n").encode())
     return tmp_path
@@ -149,6 +177,7 @@ def test_same_findings_with_and_without_prepass(tree, extra):
     out = _same_both_ways(["pkg", *extra], tree)
     assert "SPMD404" in out and "SPMD302" in out and "SPMD306" in out and "SPMD501" in out
     assert "SPMD001" in out  # the broken file is still reported
+    assert "lambdas.py" in out  # the collective reached through lambdas (SPMD501)
 
 
 def test_fixtures_same_with_and_without_prepass():

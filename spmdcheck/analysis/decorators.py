@@ -103,8 +103,9 @@ def forwarded(func: Value, args: list[Arg]) -> tuple[Value, list[Arg]] | None:
 
     - `def call(fn, /, *args, **kwargs): return fn(*args, **kwargs)` (a retry or timing helper, an
       executor's `submit`): its first argument called with the others;
-    - `def wrapper(*args, **kwargs): return fn(*args, **kwargs)`, `fn` an enclosing name (the wrapper a
-      `functools.wraps` decorator returns): `fn` called with the arguments.
+    - `def wrapper(*args, **kwargs): return fn(*args, **kwargs)`, `fn` an enclosing or a module's name (the
+      wrapper a `functools.wraps` decorator returns, `lambda *args, **kwargs: fn(*args, **kwargs)`): `fn` called
+      with the arguments.
 
     None: not such a function, its callee is passed by keyword, or a `*xs` could not be expanded."""
     if not isinstance(func, FunctionValue) or any(keyword == "*" for keyword, _, _ in args):
@@ -118,6 +119,10 @@ def forwarded(func: Value, args: list[Arg]) -> tuple[Value, list[Arg]] | None:
         return args[0][1], args[1:]
     closure = func.closure.names if func.closure is not None else {}
     target = closure.get(callee)
+    if target is None and func.scope is not None:
+        # a name no enclosing function binds is the module's, as Python looks it up (a module-level forwarder:
+        # `CALLS = {"row": lambda *args, **kwargs: row_parallel(*args, **kwargs)}`)
+        target = func.scope.globals.get(callee)
     return (target, args) if isinstance(target, FunctionValue) else None
 
 

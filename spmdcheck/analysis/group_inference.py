@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from spmdcheck.analysis import lambdas
 from spmdcheck.analysis.frames import Scope
 from spmdcheck.analysis.interp.loopreads import layout_free_fields
 from spmdcheck.analysis.values import UNKNOWN, GroupValue, Literal, Unknown
@@ -135,6 +136,7 @@ class _FunctionScan:
 
     def _group_grid(self, value: cst.BaseExpression) -> str | None | object:
         """The grid of `dist.new_group(ranks)` (None: unreadable); _NOT_A_GROUP for any other expression."""
+        value = lambdas.applied(value)  # `(lambda r: dist.new_group(r))(ranks)` is that call
         if not (isinstance(value, cst.Call) and _callee_name(value.func) == "new_group"):
             return _NOT_A_GROUP
         ranks = next((a.value for a in value.args if a.keyword is None or a.keyword.value == "ranks"), None)

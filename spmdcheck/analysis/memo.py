@@ -39,6 +39,11 @@ class NodeMemo(Generic[N, T]):
         self._kept[id(node)] = (node, fact)
         return fact
 
+    def peek(self, node: N) -> T | None:
+        """The fact of `node` if one was computed (None: none yet; nothing is computed)."""
+        kept = self._kept.get(id(node))
+        return kept[1] if kept is not None and kept[0] is node else None
+
     def forget(self) -> None:
         self._kept.clear()
 

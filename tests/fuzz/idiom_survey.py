@@ -50,6 +50,7 @@ BASES = {
     "generator": [""],
     "partial": ["", "helper"],
     "kwargs": ["", "helper"],
+    "lambda": ["", "helper", "module"],
 }
 
 

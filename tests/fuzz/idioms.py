@@ -21,7 +21,12 @@ function or a class to work on, or a fixture file or package) without changing w
   ``__iter__`` generator of a small class);
 * ``partial``: ``f(a, k=v)`` as ``functools.partial(f, k=v)(a)``, or a module-level partial factory;
 * ``kwargs``: keyword arguments splatted from a dict (``**{"k": v}``, ``**dict(k=v)``, a local ``kwargs``
-  dict), or forwarded through ``def forward_call(fn, *args, **kwargs)``.
+  dict), or forwarded through ``def forward_call(fn, *args, **kwargs)``;
+* ``lambda``: a call ``f(a, k=v)`` made through a lambda: called at once (``(lambda p0, p1: f(p0, k=p1))(a, v)``,
+  ``(lambda *args, **kwargs: f(*args, **kwargs))(a, k=v)``, the callee a default ``(lambda p0, fn=f: fn(p0))``),
+  bound to a name first (``h = lambda *args, **kwargs: f(*args, **kwargs)`` on its own line before the statement
+  when ``f`` is a module-level function, which the call then forwards to; else on the call's line, before a
+  ``;``), or a module-level function called through a registry of lambdas (``CALLS["f"](a)``).
 
 Each returns a :class:`Transformed` with the map (path, new line) -> (path, old line) | None: an edited line
 keeps its number in the map, an inserted line (an import, a config class, a decorator line) maps to nothing, so a
@@ -45,7 +50,7 @@ from .sourceedit import (
     statement_of,
 )
 
-FAMILIES = ("registry", "dynattr", "container", "config", "decorator", "generator", "partial", "kwargs")
+FAMILIES = ("registry", "dynattr", "container", "config", "decorator", "generator", "partial", "kwargs", "lambda")
 
 
 @dataclass
@@ -574,7 +579,88 @@ def kwargs(files: dict[str, str], c, axes: tuple[str, ...] = ()) -> Transformed 
                  f"{call.lineno} passed as {form}")
 
 
+# --------------------------------------------------------------------------- lambdas
+def _lambda_calls(m: Module) -> list[tuple[ast.Call, CodeNode]]:
+    """Calls on one line whose callee a lambda can evaluate as the call does (no ``super()``: a lambda has no
+    ``__class__`` cell; no ``yield`` / ``await`` / ``:=``, which a lambda cannot hold)."""
+    out = []
+    for n in m.in_functions():
+        call = n.node
+        if not isinstance(call, ast.Call) or call.lineno != call.end_lineno:
+            continue
+        if any(isinstance(x, (ast.Yield, ast.YieldFrom, ast.Await, ast.NamedExpr)) or (
+                isinstance(x, ast.Name) and x.id == "super") for x in ast.walk(call.func)):
+            continue
+        out.append((call, n))
+    spans = _outermost([c for c, _ in out])
+    return [(c, n) for c, n in out if c in spans]
+
+
+def _starred(call: ast.Call) -> bool:
+    return any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords)
+
+
+def lambda_(files: dict[str, str], c, axes: tuple[str, ...] = ()) -> Transformed | None:  # noqa: ANN001
+    modules = _load(files)
+    m, found = _pick_module(c, modules, _lambda_calls)
+    if m is None:
+        return None
+    defs = {s.name for s in m.tree.body if isinstance(s, ast.FunctionDef)}
+
+    def module_function(call: ast.Call, n: CodeNode) -> bool:  # the callee a module-level def, never rebound
+        return isinstance(call.func, ast.Name) and call.func.id in defs and call.func.id not in function_locals(
+            n.func) and not _starred(call)
+
+    form = c.pick(["at once", "pass-through", "default callee", "bound", "registry"])
+    if form == "registry" and not any(module_function(*x) for x in found):
+        form = "bound"
+    if form == "registry":
+        chosen = [x for x in found if module_function(*x)]
+        names = sorted({call.func.id for call, _ in chosen})
+        reg = fresh(m.taken, "CALLS")
+        m.edit.add_lines(m.imports_at, ["", "", f"{reg} = {{", *[
+            f'    "{name}": lambda *args, **kwargs: {name}(*args, **kwargs),' for name in names], "}", ""])
+        for call, _ in chosen:
+            m.edit.replace_node(call.func, f'{reg}["{call.func.id}"]')
+        return _done(modules, {m.path}, f"{m.path}: {', '.join(names)} called through the lambdas of `{reg}`")
+    call, n = found[c.integer(0, len(found) - 1)]
+    callee, args = m.seg(call.func), _call_text(m, call, call.keywords)
+    stmt = statement_of(m.tree, call) if form == "bound" else None
+    simple = isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr, ast.Return, ast.Raise, ast.Assert))
+    own_line = simple and module_function(call, n) and not n.in_lambda
+    if form == "bound" and not (own_line or (simple and not n.in_lambda and stmt.lineno == call.lineno)):
+        form = "pass-through"
+    if form == "bound":
+        name = fresh(m.taken, "call_through")
+        binding = f"{name} = lambda *args, **kwargs: {callee}(*args, **kwargs)"
+        if own_line and stmt.col_offset == len(m.edit.indent_of(stmt.lineno)):
+            m.edit.add_lines(stmt.lineno, [m.edit.indent_of(stmt.lineno) + binding])
+        else:
+            own_line = False
+            m.edit.insert(stmt.lineno, stmt.col_offset, binding + "; ")
+        m.edit.replace_node(call.func, name)
+        form = "bound on its own line" if own_line else "bound on the call's line"
+    elif form == "pass-through" or _starred(call):
+        form = "pass-through"
+        m.edit.replace_node(call, f"(lambda *args, **kwargs: {callee}(*args, **kwargs))({args})")
+    else:
+        used = {x.id for x in ast.walk(call.func) if isinstance(x, ast.Name)}
+        params = []
+        for _ in range(len(call.args) + len(call.keywords)):
+            params.append(fresh(used, "p"))
+        passed = [*params[:len(call.args)], *(f"{k.arg}={p}" for k, p in zip(call.keywords, params[len(call.args):]))]
+        values = ", ".join([*(m.seg(a) for a in call.args), *(m.seg(k.value) for k in call.keywords)])
+        if form == "default callee":
+            fn = fresh(set(params), "fn")
+            head = ", ".join([*params, f"{fn}={callee}"])
+            m.edit.replace_node(call, f"(lambda {head}: {fn}({', '.join(passed)}))({values})")
+        else:
+            m.edit.replace_node(call, f"(lambda{' ' if params else ''}{', '.join(params)}: {callee}("
+                                f"{', '.join(passed)}))({values})")
+    return _done(modules, {m.path}, f"{m.path}: the call of `{callee}` at line {call.lineno} through a lambda ({form})")
+
+
 TRANSFORMS: dict[str, Callable[..., Transformed | None]] = {
     "registry": registry, "dynattr": dynattr, "container": container, "config": config, "decorator": decorator,
-    "generator": generator, "partial": partial, "kwargs": kwargs,
+    "generator": generator, "partial": partial, "kwargs": kwargs, "lambda": lambda_,
 }

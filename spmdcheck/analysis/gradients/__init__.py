@@ -43,7 +43,9 @@ Interface (for code building on it: hooks, `no_sync()`, accumulation, clipping):
   registries and config objects read from the engine's globals (engine_values.py `from_engine`: a `DictValue` with
   the entries a `@register` decorator stored, a dataclass / SimpleNamespace object), `functools.partial`
   (`state.Partial`), `*xs` / `**kw` of a known list or dict and a function's own `*args` / `**kwargs`,
-  `dict(...)`, `getattr` / `setattr` with a constant name, generators run to their end (`exprs.run_generator`),
+  `dict(...)`, `getattr` / `setattr` with a constant name, lambdas (the engine's `FunctionValue` of lambdas.py,
+  with a `engine_values.WalkClosure`: the walked names and the defaults, evaluated with the lambda),
+  generators run to their end (`exprs.run_generator`),
   plain objects of the program (`state.Instance`: `__iter__`, `__call__`). A list or dict that code the walk
   does not follow may change is spoiled (`state.spoil`): never read as empty or stale.
 * **Counted loops** (loops.py): `for i in range(n)`, loops over `x.chunk(n)` and `zip` / `enumerate` / `list`

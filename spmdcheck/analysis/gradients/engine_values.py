@@ -5,9 +5,12 @@ config objects (dataclass, SimpleNamespace), `functools.partial` bound at a modu
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from spmdcheck.analysis import containers
+import libcst as cst
+
+from spmdcheck.analysis import containers, decorators, lambdas
 from spmdcheck.analysis.gradients.state import OPAQUE, DeclaredKind, Group, Mesh, Partial, Qual
 from spmdcheck.analysis.gradients.walker import MAX_ITEMS
 from spmdcheck.analysis.objects import NAMESPACE_CLASS, PartialValue, dataclass_fields
@@ -101,3 +104,41 @@ def module_or_name(walker: Walker, qualname: str) -> Any:
     if importer is not None and importer.kind(qualname) == "checked":
         return ModuleValue(qualname)
     return Qual(qualname)
+
+
+class WalkClosure(decorators.Closure):
+    """The names a lambda the walk evaluated sees besides the globals: the walked function's, as the walk
+    knew them there (values of the walk, not the engine's); and its parameters' defaults, evaluated when the
+    lambda was (`lambda fn=optimizer.step: fn()`), as Python evaluates them."""
+
+    __slots__ = ("defaults",)
+
+    def __init__(self, names: dict[str, Any], defaults: dict[str, Any]) -> None:
+        super().__init__(names)
+        self.defaults = defaults
+
+
+def lambda_value(walker: Walker, node: cst.Lambda, evaluate: Callable[[Walker, cst.BaseExpression], Any]) -> Any:
+    """A lambda the walk meets (`hooks.append(lambda g: g / world)`): a function, as the engine makes it
+    (lambdas.py), over the walked function's names as they are now."""
+    frame = walker.frame
+    assert frame is not None
+    params = node.params
+    defaults = {
+        p.name.value: evaluate(walker, p.default)
+        for p in (*params.posonly_params, *params.params, *params.kwonly_params)
+        if p.default is not None
+    }
+    closure = WalkClosure(dict(frame.env), defaults)
+    return FunctionValue(lambdas.as_def(node), lambdas.NAME, frame.scope, None, closure)
+
+
+def closure_names(walker: Walker, func: FunctionValue) -> dict[str, Any]:
+    """The enclosing names a call of `func` starts with: a walk lambda's own, or an engine function's as the
+    walk sees them (a function defined in another and stored in the program's globals)."""
+    closure = func.closure
+    if closure is None:
+        return {}
+    if isinstance(closure, WalkClosure):
+        return dict(closure.names)
+    return {name: from_engine(walker, value) for name, value in closure.names.items()}

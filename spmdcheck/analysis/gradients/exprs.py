@@ -122,6 +122,8 @@ def evaluate(walker: Walker, expr: cst.BaseExpression) -> Any:
         if truth is None:
             return OPAQUE
         return evaluate(walker, expr.body if truth else expr.orelse)
+    if isinstance(expr, cst.Lambda):
+        return engine_values.lambda_value(walker, expr, evaluate)  # a function, called as a `def` is
     return OPAQUE
 
 
@@ -568,6 +570,8 @@ def call_function(walker: Walker, func: FunctionValue, receiver: Any, args: list
         for value, _ in [*args, *kwargs.values()]:
             sync.forget_value(walker, value)
         return OPAQUE
+    if func.closure is not None:  # a function defined in another (a lambda): the names it was made with
+        env = {**engine_values.closure_names(walker, func), **env}
     if _is_generator(fn):
         return run_generator(walker, func, receiver, env, args)
     return walker.run_function(fn, func.scope, env, receiver, func.owner)
@@ -652,6 +656,8 @@ def bind(walker: Walker, func: FunctionValue, receiver: Any, args: list, kwargs:
 def _default(walker: Walker, func: FunctionValue, param: cst.Param) -> Any:
     if param.default is None:
         return OPAQUE
+    if isinstance(func.closure, engine_values.WalkClosure):  # a lambda's, evaluated with it
+        return func.closure.defaults.get(param.name.value, OPAQUE)
     if isinstance(param.default, (cst.Integer, cst.Float, cst.SimpleString)):
         return param.default.evaluated_value
     if isinstance(param.default, cst.Name) and param.default.value in ("None", "True", "False"):

@@ -16,7 +16,8 @@ _MAX_SCAN = 400  # statements looked at for a `.step()` in one function
 
 
 def steps_optimizer(fn: cst.FunctionDef) -> bool:
-    """Whether `fn` has a statement `<something>.step()` (statements only: cheap for every function)."""
+    """Whether `fn` has a statement `<something>.step()`, or one through a lambda (statements only: cheap for
+    every function)."""
     budget = [_MAX_SCAN]
     return _scan(block_statements(fn), budget)
 
@@ -32,13 +33,11 @@ def _scan(body: Sequence[cst.CSTNode], budget: list[int]) -> bool:
         kind = type(stmt)  # exact types: every function of every file is scanned, and an ABC check is slow
         if kind is cst.SimpleStatementLine:
             for small in stmt.body:
-                if (
-                    type(small) is cst.Expr
-                    and type(small.value) is cst.Call
-                    and type(small.value.func) is cst.Attribute
-                    and small.value.func.attr.value == "step"
-                ):
+                small_kind = type(small)
+                if small_kind is cst.Expr and _steps(small.value):
                     return True
+                if small_kind is cst.Assign and type(small.value) is cst.Lambda and _steps(small.value.body):
+                    return True  # `step_fn = lambda: optimizer.step()`, called later
         elif kind in _COMPOUND:
             if _scan(block_statements(stmt), budget):
                 return True
@@ -46,6 +45,20 @@ def _scan(body: Sequence[cst.CSTNode], budget: list[int]) -> bool:
             if orelse is not None and _scan(block_statements(orelse), budget):
                 return True
     return False
+
+
+def _steps(value: cst.BaseExpression) -> bool:
+    """`<x>.step()`, also through a lambda called at once: `(lambda: opt.step())()`, `(lambda fn=opt.step: fn())()`."""
+    if type(value) is not cst.Call:
+        return False
+    func = value.func
+    if type(func) is cst.Attribute:
+        return func.attr.value == "step"
+    if type(func) is not cst.Lambda:
+        return False
+    params = func.params
+    defaults = [p.default for p in (*params.posonly_params, *params.params, *params.kwonly_params)]
+    return _steps(func.body) or any(type(d) is cst.Attribute and d.attr.value == "step" for d in defaults)
 
 
 def block_statements(node: Any) -> Sequence[cst.CSTNode]:

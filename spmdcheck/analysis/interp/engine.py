@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import libcst as cst
 
-from spmdcheck.analysis import aliases
+from spmdcheck.analysis import aliases, lambdas
 from spmdcheck.analysis.binding import Arg
 from spmdcheck.analysis.context import FileContext
 from spmdcheck.analysis.findings import Finding
@@ -170,6 +170,7 @@ class Interpreter(ModuleRunner, StatementRunner, BranchRunner, LoopRunner):
     def report(self, finding: Finding) -> None:
         if not self.checking:
             return
+        finding.node = lambdas.origin(finding.node)  # a node made for a lambda's `def` has no place: the lambda's
         program = self.ctx.program
         ref = program.site_ids.get(id(finding.node))
         if ref is not None and program.sites[ref][1] is not self.ctx and not program.sites[ref][1].stub:

@@ -17,6 +17,7 @@ from spmdcheck.analysis import (
     configs,
     containers,
     dispatch,
+    lambdas,
     layouts,
     rankflow,
     signature,
@@ -281,7 +282,8 @@ class Evaluator:
                 # (not re-entered from its own body); otherwise `Fn.apply(x)` runs forward, `ctx` unknown.
                 # Inside typecheck_forward, its `Cls.apply(...)` runs forward on the asserted inputs, and what
                 # typecheck_forward then asserts on the result checks forward's output.
-                hook = spmd_api.autograd_apply(base, [self.engine.frame.function, *self.engine.inline_stack])
+                running = [self.engine.frame.function, *self.engine.inline_stack]
+                hook = spmd_api.autograd_apply(base, lambdas.written_in(running))
                 if hook is not UNKNOWN:
                     return hook
                 forward = base.lookup("forward")
@@ -480,7 +482,7 @@ class Evaluator:
         return DictValue(tuple(items))
 
     def eval_Lambda(self, node: cst.Lambda) -> Value:
-        return UNKNOWN
+        return lambdas.function_value(self.engine, node)  # a function, as a `def` is (lambdas.py)
 
     def eval_ListComp(self, node: cst.ListComp) -> Value:
         return self._comprehension(node)
