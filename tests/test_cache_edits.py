@@ -407,3 +407,25 @@ def test_an_inert_statement_added_or_removed_keeps_the_taint(helpers_project, mo
     assert _warm_is_cold(helpers_project, monkeypatch, capsys) == (["SPMD102"], 1)
     path.write_text(original + "_edit = f\n")  # it reads a source
     assert _warm_is_cold(helpers_project, monkeypatch, capsys) == (["SPMD102"], 1)
+
+
+def test_a_re_analysis_after_a_writer_that_does_not_run_again_leaves_no_stale_position(tmp_path):
+    """A root that re-analyses a forward after a writer changed its state (`("again", ...)`) is queued only when
+    the writer's state changes. After a statement inserted above it, the selective run's writer wrote the same,
+    the re-analysis did not run, and its recorded findings kept their old lines (found by the random module-level
+    edits of tests/test_incremental.py): now the whole program runs, as a cold run does."""
+    import pathlib
+    import shutil
+
+    source = pathlib.Path(__file__).resolve().parent.parent / "fixtures" / "torchtitan_style"
+    target = tmp_path / "pkg" / "config_fields_bug_swapped_contract.py"
+    target.parent.mkdir()
+    shutil.copy(source / target.name, target)
+    assert "SPMD403" in _run(tmp_path, "--output-format", "concise").stdout
+    lines = target.read_text().splitlines(keepends=True)
+    at = next(i for i, line in enumerate(lines) if line.startswith("class Linear"))
+    target.write_text("".join([*lines[:at], "_edited = 10\n", *lines[at:]]))
+    warm = _run(tmp_path, "--output-format", "concise")
+    cold = _run(tmp_path, "--output-format", "concise", "--no-cache")
+    assert warm.stdout == cold.stdout
+    assert ":46:23: SPMD403" in warm.stdout

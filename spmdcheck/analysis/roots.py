@@ -37,8 +37,9 @@ UNKNOWN_UNIT: Unit = (-2, -2)  # the place of a function whose body is not numbe
 
 
 class ElidedBody(BaseException):  # noqa: N818 - a signal, like budget.BudgetExceeded: no `except Exception` stops it
-    """A selective run reached a function body it had left out, queued a root the record does not name, or
-    could not parse a deferred file: the whole program must run instead."""
+    """A selective run reached a function body it had left out, queued a root the record does not name, could
+    not parse a deferred file, or did not run again a root it had to: the whole program must run instead (the
+    reason, when given, is its message)."""
 
 
 @dataclass

@@ -107,8 +107,8 @@ def check_program_recorded(
                     ran = f"{len(selective.run_only)} of {len(selective.known)} roots ran again"
                     _trace(f"selective: {ran}, top levels of {tops} files")
                     return results, program_record(files, recorder)
-            except ElidedBody:
-                why = "it reached a body it left out"  # the whole program answers
+            except ElidedBody as exc:
+                why = str(exc) or "it reached a body it left out"  # the whole program answers
             _trace(f"selective run abandoned ({why})")
         recorder = Recorder(bodies)
         _trace(f"whole program of {len(files)} files")

@@ -105,12 +105,18 @@ def merge_selective(recorder: Recorder, out: dict[str, list[Diagnostic]]) -> Non
     """A selective run's diagnostics: the roots that ran again, with the others' as recorded (and the
     diagnostics made before the analysis of the files that did not change, which were parsed with bodies
     left out), into `out` and the record."""
+    from spmdcheck.analysis.roots import ElidedBody, descends
     from spmdcheck.engine import incremental
     from spmdcheck.engine import result_cache as caching
 
     selective = recorder.selective
     assert selective is not None, "a selective run"
     ran = {r[0] for r in recorder.roots}
+    # A root to run again that did not (a re-analysis after a writer, `("again", ...)`, is queued only when the
+    # writer's state changes) would keep its recorded diagnostics: stale where its file changed
+    for key, _, _, diags in selective.old.roots:
+        if key in selective.run_only and not descends(key, ran) and any(d[0] in selective.changed for d in diags):
+            raise ElidedBody("a root it had to run again did not run")
     recorder.roots = incremental.merge(selective.old, recorder.roots, ran)
     for path in out:
         if path not in selective.changed:
