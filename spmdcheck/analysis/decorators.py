@@ -110,7 +110,7 @@ def forwarded(func: Value, args: list[Arg]) -> tuple[Value, list[Arg]] | None:
     None: not such a function, its callee is passed by keyword, or a `*xs` could not be expanded."""
     if not isinstance(func, FunctionValue) or any(keyword == "*" for keyword, _, _ in args):
         return None
-    callee = _forwarded_names(func.node)
+    callee = forwarded_name(func.node)
     if callee is None:
         return None
     if callee == "":  # the first parameter
@@ -124,6 +124,11 @@ def forwarded(func: Value, args: list[Arg]) -> tuple[Value, list[Arg]] | None:
         # `CALLS = {"row": lambda *args, **kwargs: row_parallel(*args, **kwargs)}`)
         target = func.scope.globals.get(callee)
     return (target, args) if isinstance(target, FunctionValue) else None
+
+
+def forwarded_name(fn: cst.FunctionDef) -> str | None:
+    """The name a pass-through forwarder calls ("": its one positional parameter); None: not one (memoised)."""
+    return _forwarded_names(fn)
 
 
 def _forwarded_name(fn: cst.FunctionDef) -> str | None:

@@ -142,3 +142,20 @@ def closure_names(walker: Walker, func: FunctionValue) -> dict[str, Any]:
     if isinstance(closure, WalkClosure):
         return dict(closure.names)
     return {name: from_engine(walker, value) for name, value in closure.names.items()}
+
+
+def forwarded(walker: Walker, func: FunctionValue, args: list) -> tuple[Any, list] | None:
+    """A call of a pass-through forwarder (decorators.py `forwarded`: `call(fn, *args, **kwargs)`, a
+    `functools.wraps` wrapper): the callee and the arguments it is called with, so that the walk makes that call
+    right at the forwarder's call, as the engine does (a finding names the caller's line). None: not one."""
+    callee = decorators.forwarded_name(func.node)
+    if callee is None:
+        return None
+    if callee == "":  # its first parameter
+        return (args[0][0], args[1:]) if args else None
+    names = closure_names(walker, func)
+    if callee in names:
+        return names[callee], args
+    if func.scope is not None and callee in func.scope.globals:  # a module's name, as Python looks it up
+        return from_engine(walker, func.scope.globals[callee]), args
+    return None

@@ -8,7 +8,16 @@ from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 
-from spmdcheck.analysis.gradients import accumulation, engine_values, library, loops, norms, sync
+from spmdcheck.analysis.gradients import (
+    accumulation,
+    arguments,
+    engine_values,
+    library,
+    loops,
+    norms,
+    strings,
+    sync,
+)
 from spmdcheck.analysis.gradients.engine_values import from_engine
 from spmdcheck.analysis.gradients.state import (
     DTYPE,
@@ -34,6 +43,7 @@ from spmdcheck.analysis.gradients.state import (
     SuperRef,
     Synced,
     WorldSize,
+    spoil,
     spoiled,
 )
 from spmdcheck.analysis.gradients.walker import MAX_ITEMS, Yields, as_items
@@ -89,6 +99,8 @@ def evaluate(walker: Walker, expr: cst.BaseExpression) -> Any:
         return evaluate_call(walker, expr)
     if isinstance(expr, (cst.Integer, cst.Float, cst.SimpleString)):
         return expr.evaluated_value
+    if isinstance(expr, (cst.FormattedString, cst.ConcatenatedString)):
+        return strings.formatted(expr, lambda e: evaluate(walker, e))
     if isinstance(expr, (cst.List, cst.Tuple)):
         items = [evaluate(walker, e.value) for e in expr.elements if not isinstance(e, cst.StarredElement)]
         if any(isinstance(e, cst.StarredElement) for e in expr.elements):
@@ -188,6 +200,8 @@ def _decorated(func: FunctionValue) -> bool:
 def _module_attribute(walker: Walker, obj: ModuleObj, name: str) -> Any:
     if name in obj.children:
         return obj.children[name]
+    if name in ("_modules", "_parameters"):  # `self._modules["fc"]`: the children, as torch keeps them
+        return obj.children
     if name in obj.attrs:
         return obj.attrs[name]
     if name == "module" and obj.inner is not None:
@@ -385,17 +399,37 @@ def _repeated(walker: Walker, expr: cst.ListComp | cst.GeneratorExp) -> Any:
 
 
 def _dict_comprehension(walker: Walker, expr: cst.DictComp) -> Any:
-    """`{str(e): Expert(...) for e in range(...)}`: over an unknown range, one module standing for all."""
+    """`{name: m for name, m in pairs}` over items the walk knows, key by key; `{str(e): Expert(...) for e in
+    range(...)}` over an unknown range, one module standing for all. What it cannot build forgets what it read."""
     clause = expr.for_in
-    if clause.inner_for_in is not None or clause.ifs or iterate(walker, evaluate(walker, clause.iter)) is not None:
+    source = evaluate(walker, clause.iter)
+    items = iterate(walker, source)
+    if clause.inner_for_in is not None or (items is None and clause.ifs) or (items and len(items) > MAX_ITEMS):
+        sync.forget_value(walker, source)
         return OPAQUE
     saved = dict(walker.env)
     try:
-        assign(walker, clause.target, OPAQUE)
-        element = evaluate(walker, expr.value)
+        if items is None:
+            assign(walker, clause.target, OPAQUE)
+            element = evaluate(walker, expr.value)
+            return RepeatedDict({"*": element}) if isinstance(element, (ModuleObj, Param)) else OPAQUE
+        out: dict[Any, Any] = {}
+        for item in items:
+            assign(walker, clause.target, item)
+            kept = [test(walker, cond.test) for cond in clause.ifs]
+            if None in kept:
+                sync.forget_value(walker, source)
+                return OPAQUE
+            if not all(kept):
+                continue
+            key, value = evaluate(walker, expr.key), evaluate(walker, expr.value)
+            if not isinstance(key, (*_CONSTANTS, Group)):
+                sync.forget_value(walker, value)
+                return OPAQUE
+            out[key] = value
+        return out
     finally:
         walker.frame.env = saved  # type: ignore[union-attr]
-    return RepeatedDict({"*": element}) if isinstance(element, (ModuleObj, Param)) else OPAQUE
 
 
 def iterate(walker: Walker, value: Any) -> list[Any] | None:
@@ -426,6 +460,26 @@ def assign(walker: Walker, target: cst.BaseExpression, value: Any) -> None:
     elif isinstance(target, cst.Attribute):
         owner = evaluate(walker, target.value)
         set_attribute(walker, owner, target.attr.value, value)
+    elif isinstance(target, cst.Subscript):
+        _store_item(walker, target, value)
+
+
+def _store_item(walker: Walker, target: cst.Subscript, value: Any) -> None:
+    """`d[k] = v`, `xs[i] = v` (`self._parameters["b"] = p`) into a container the walk holds; with a key it
+    cannot read the container is spoiled (never read stale); into a gradient, that gradient is no longer known."""
+    container = evaluate(walker, target.value)
+    one = len(target.slice) == 1 and isinstance(target.slice[0].slice, cst.Index)
+    index = evaluate(walker, target.slice[0].slice.value) if one else OPAQUE  # type: ignore[union-attr]
+    if type(container) is dict and not spoiled(container) and isinstance(index, (*_CONSTANTS, Group)):
+        container[index] = value
+    elif isinstance(container, ItemList) and not container.spoiled and type(index) is int and (
+        -len(container.items) <= index < len(container.items)
+    ):
+        container.items[index] = value
+    elif isinstance(container, (dict, ItemList)):
+        spoil(container)
+    elif isinstance(container, GradRef):
+        walker.state.forget(container.param)
 
 
 def _unpack(value: Any, n: int) -> list[Any]:
@@ -498,7 +552,7 @@ def evaluate_call(walker: Walker, node: cst.Call) -> Any:
     for arg in node.args:
         value = evaluate(walker, arg.value)
         if arg.star:
-            if not spread(value, arg.star, arg.value, args, kwargs):
+            if not arguments.spread(value, arg.star, arg.value, args, kwargs):
                 for passed, _ in [*args, *kwargs.values(), (value, arg.value)]:
                     sync.forget_value(walker, passed)
                 return OPAQUE
@@ -510,23 +564,11 @@ def evaluate_call(walker: Walker, node: cst.Call) -> Any:
     return call(walker, func, args, kwargs, node)
 
 
-def spread(value: Any, star: str, expr: cst.BaseExpression, args: list, kwargs: dict) -> bool:
-    """`*xs` / `**kw` of a call: the elements of a tuple or list the walk follows as positional arguments, the
-    entries of a dict with string keys as keywords. False: not known (the call is not followed)."""
-    if star == "*":
-        items = value if isinstance(value, tuple) else as_items(value)
-        if items is None or (isinstance(value, ItemList) and value.repeated):
-            return False
-        args.extend((item, expr) for item in items)
-        return True
-    if type(value) is not dict or not all(isinstance(key, str) and key not in kwargs for key in value):
-        return False
-    kwargs.update((key, (item, expr)) for key, item in value.items())
-    return True
-
-
 def call(walker: Walker, func: Any, args: list, kwargs: dict, node: cst.Call) -> Any:
     if isinstance(func, FunctionValue):
+        through = engine_values.forwarded(walker, func, args)
+        if through is not None and through[0] is not func:  # `call(fn, *args, **kwargs)`: `fn` called right here
+            return call(walker, through[0], through[1], kwargs, node)
         return call_function(walker, func, None, args, kwargs)
     if isinstance(func, MethodRef):
         return call_function(walker, func.func, func.receiver, args, kwargs)
@@ -561,18 +603,18 @@ def call_function(walker: Walker, func: FunctionValue, receiver: Any, args: list
     fn = func.node
     if func.scope is None:
         return OPAQUE
-    if accumulation.is_context_manager(fn) and _is_generator(fn):
-        env = bind(walker, func, receiver, args, kwargs)
+    if accumulation.is_context_manager(fn) and arguments.is_generator(fn):
+        env = arguments.bind(walker, func, receiver, args, kwargs)
         if env is not None:
             return accumulation.GeneratorContext(fn, func.scope, env, receiver, func.owner, fn)
-    env = bind(walker, func, receiver, args, kwargs)
+    env = arguments.bind(walker, func, receiver, args, kwargs)
     if env is None:
         for value, _ in [*args, *kwargs.values()]:
             sync.forget_value(walker, value)
         return OPAQUE
     if func.closure is not None:  # a function defined in another (a lambda): the names it was made with
         env = {**engine_values.closure_names(walker, func), **env}
-    if _is_generator(fn):
+    if arguments.is_generator(fn):
         return run_generator(walker, func, receiver, env, args)
     return walker.run_function(fn, func.scope, env, receiver, func.owner)
 
@@ -622,62 +664,3 @@ def _yield(walker: Walker, expr: cst.Yield) -> Any:
     return None
 
 
-def bind(walker: Walker, func: FunctionValue, receiver: Any, args: list, kwargs: dict) -> dict[str, Any] | None:
-    params = func.node.params
-    positional = [*params.posonly_params, *params.params]
-    values = [v for v, _ in args]
-    if receiver is not None:
-        values = [receiver, *values]
-    if len(values) > len(positional) and not isinstance(params.star_arg, cst.Param):
-        return None
-    env: dict[str, Any] = {}
-    for param, value in zip(positional, values):
-        env[param.name.value] = value
-    # a positional-only parameter is never given by keyword
-    named = {p.name.value for p in [*params.params, *params.kwonly_params]}
-    for param in [*positional, *params.kwonly_params]:
-        name = param.name.value
-        if name in kwargs and name in named:
-            env[name] = kwargs[name][0]
-        elif name not in env:
-            env[name] = _default(walker, func, param)
-    extra = {name: value for name, (value, _) in kwargs.items() if name not in named}
-    if extra and params.star_kwarg is None:
-        return None  # a keyword the function does not take: Python raises
-    if isinstance(params.star_arg, cst.Param):
-        env[params.star_arg.name.value] = tuple(values[len(positional) :])
-    if params.star_kwarg is not None:
-        env[params.star_kwarg.name.value] = extra
-    if func.owner is not None and receiver is not None:
-        env["__class__"] = func.owner
-    return env
-
-
-def _default(walker: Walker, func: FunctionValue, param: cst.Param) -> Any:
-    if param.default is None:
-        return OPAQUE
-    if isinstance(func.closure, engine_values.WalkClosure):  # a lambda's, evaluated with it
-        return func.closure.defaults.get(param.name.value, OPAQUE)
-    if isinstance(param.default, (cst.Integer, cst.Float, cst.SimpleString)):
-        return param.default.evaluated_value
-    if isinstance(param.default, cst.Name) and param.default.value in ("None", "True", "False"):
-        return {"None": None, "True": True, "False": False}[param.default.value]
-    return OPAQUE
-
-
-def _is_generator(fn: cst.FunctionDef) -> bool:
-    found = []
-
-    class _Yields(cst.CSTVisitor):
-        def visit_Yield(self, node: cst.Yield) -> bool:  # noqa: N802 - libcst's visitor naming
-            found.append(node)
-            return False
-
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:  # noqa: N802
-            return node is fn
-
-        def visit_Lambda(self, node: cst.Lambda) -> bool:  # noqa: N802
-            return False
-
-    fn.visit(_Yields())
-    return bool(found)

@@ -231,6 +231,8 @@ def call_library(walker: Walker, name: str, args: list, kwargs: dict, node: cst.
     return OPAQUE
 
 
+# `add_module("fc", m)`, `register_parameter("w", p)`: a child set by name
+_REGISTERS = frozenset({"add_module", "register_module", "register_parameter"})
 _NORM_CALLS = frozenset({"_foreach_norm", "stack", "get_total_norm", "clip_grad_norm_"})
 
 
@@ -654,6 +656,10 @@ def _module_method(walker: Walker, obj: ModuleObj, name: str, args: list, kwargs
         return ItemList([(k, c) for k, c in obj.children.items() if isinstance(c, ModuleObj)])
     if name in ("values",):
         return ItemList([c for c in obj.children.values()])
+    if name in _REGISTERS and len(args) == 2 and isinstance(args[0][0], str):  # as `self.fc = m`
+        if isinstance(args[1][0], (Param, ModuleObj)):
+            obj.children[args[0][0]] = args[1][0]
+            return None
     if name == "forward":
         return merge_data([v for v, _ in args] + [Data(models=(obj,))])
     if name in accumulation.MODULE_HOOKS:
