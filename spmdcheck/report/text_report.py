@@ -70,8 +70,9 @@ def write(diags: list[Diagnostic], context: ReportContext, out: TextIO) -> None:
                 console.print(f"[dim]  {'':>{width}} |[/dim] {' ' * pad}[{style}]{carets}[/{style}]")
         for s in d.suggestions:
             console.print(f"  [cyan]help:[/cyan] {escape(printable(s.message))}")
-            if s.replacement:
-                console.print(f"        [green]{escape(printable(s.replacement))}[/green]")
+            # a multi-line fix (a loop to insert) is shown as lines; each made printable on its own
+            for line in s.replacement.split("\n") if s.replacement else ():
+                console.print(f"        [green]{escape(printable(line))}[/green]")
         console.print()
     for line in closing_lines(diags, context):
         console.print(escape(line))
