@@ -51,6 +51,10 @@ REWRITES = [
         (INIT, "    sgd = torch.optim.SGD(mlp.parameters(), lr=0.5)\n"
                "    model, optimizer, _, _ = deepspeed.initialize(model=mlp, optimizer=sgd, config=config)\n")]),
     ("config_params", "bug_loss_backward", [(INIT, INIT.replace("config=config", "config_params=config"))]),
+    ("the trainable parameters filtered by a lambda", "bug_loss_backward", [
+        (INIT, INIT.replace("mlp.parameters()", "filter(lambda p: p.requires_grad, mlp.parameters())"))]),
+    ("the parameters mapped through a lambda", "bug_allreduce_after_engine", [
+        (INIT, INIT.replace("mlp.parameters()", "list(map(lambda p: p, mlp.parameters()))"))]),
     ("the returned optimizer steps", "bug_loss_backward", [(STEP, "    optimizer.step()")]),
     ("a step guarded by is_gradient_accumulation_boundary()", "bug_loss_backward", [
         (STEP, "    if model.is_gradient_accumulation_boundary():\n        model.step()")]),

@@ -27,8 +27,8 @@ call is taken as a boundary. `model_engine.no_sync()` (newer DeepSpeed) is a con
 reduces nothing (the DDP no_sync of accumulation.py, reused: what it leaves pending at the step is SPMD601).
 A config saying ZeRO stage 3 (parameters partitioned, reduced by hooks) is not followed: the model escapes;
 so does a model on a mesh with no data-parallel axis (`dp`, or a one-axis mesh: sync.data_parallel_axis), and
-one given with `model_parameters` the walk cannot list (`filter(lambda p: p.requires_grad, ...)` reaches the
-parameters through a call it does not follow).
+one given with `model_parameters` the walk cannot list (a call it does not follow; `filter(lambda p:
+p.requires_grad, model.parameters())` it lists: exprs.py `_apply_each`).
 """
 
 from __future__ import annotations

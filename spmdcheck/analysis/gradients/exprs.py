@@ -582,6 +582,10 @@ def call(walker: Walker, func: Any, args: list, kwargs: dict, node: cst.Call) ->
                 return None
             if isinstance(values[1], str) and func.name == "getattr" and len(values) == 2 and not kwargs:
                 return attribute(walker, values[0], values[1])  # as `self.x`
+        if func.name in ("filter", "map") and len(values) == 2 and not kwargs:
+            applied = _apply_each(walker, func.name, values[0], values[1], node)
+            if applied is not None:
+                return applied
         return library.call_builtin(walker, func.name, args, kwargs, node)
     if isinstance(func, Bound):
         return library.call_method(walker, func.receiver, func.name, args, kwargs, node)
@@ -596,6 +600,24 @@ def call(walker: Walker, func: Any, args: list, kwargs: dict, node: cst.Call) ->
     for value, _ in [*args, *kwargs.values()]:
         sync.forget_value(walker, value)
     return OPAQUE
+
+
+def _apply_each(walker: Walker, name: str, func: Any, iterable: Any, node: cst.Call) -> ItemList | None:
+    """`filter(fn, xs)` / `map(fn, xs)` (`filter(lambda p: p.requires_grad, model.parameters())`) over items the
+    walk knows, `fn` called on each as `fn(x)` is; None: not known (then the builtin's generic handling)."""
+    items = iterate(walker, iterable)
+    if items is None or len(items) > MAX_ITEMS or not isinstance(func, (FunctionValue, MethodRef, Partial)):
+        return None
+    out: list[Any] = []
+    for item in items:
+        result = call(walker, func, [(item, node)], {}, node)
+        if name == "map":
+            out.append(result)
+        elif type(result) is not bool:
+            return None  # a test the walk cannot decide
+        elif result:
+            out.append(item)
+    return ItemList(out)
 
 
 def call_function(walker: Walker, func: FunctionValue, receiver: Any, args: list, kwargs: dict) -> Any:
