@@ -580,8 +580,9 @@ def call(walker: Walker, func: Any, args: list, kwargs: dict, node: cst.Call) ->
             if isinstance(values[1], str) and func.name == "setattr" and len(values) == 3 and not kwargs:
                 set_attribute(walker, values[0], values[1], values[2])  # as `self.x = v`
                 return None
-            if isinstance(values[1], str) and func.name == "getattr" and len(values) == 2 and not kwargs:
-                return attribute(walker, values[0], values[1])  # as `self.x`
+        if func.name == "getattr" and len(values) == 2 and isinstance(values[1], str) and not kwargs:
+            if not isinstance(values[0], Param):  # (a parameter's: its marks, read by call_builtin)
+                return attribute(walker, values[0], values[1])  # as `x.name`: `getattr(optimizer, "step")()`
         if func.name in ("filter", "map") and len(values) == 2 and not kwargs:
             applied = _apply_each(walker, func.name, values[0], values[1], node)
             if applied is not None:

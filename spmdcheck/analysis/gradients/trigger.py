@@ -54,11 +54,21 @@ def _steps(value: cst.BaseExpression) -> bool:
     func = value.func
     if type(func) is cst.Attribute:
         return func.attr.value == "step"
+    if type(func) is cst.Call and _names_step(func):  # `getattr(optimizer, "step")()`
+        return True
     if type(func) is not cst.Lambda:
         return False
     params = func.params
     defaults = [p.default for p in (*params.posonly_params, *params.params, *params.kwonly_params)]
     return _steps(func.body) or any(type(d) is cst.Attribute and d.attr.value == "step" for d in defaults)
+
+
+def _names_step(call: cst.Call) -> bool:
+    """`getattr(x, "step")`: the attribute named by a constant."""
+    if type(call.func) is not cst.Name or call.func.value != "getattr" or len(call.args) != 2:
+        return False
+    name = call.args[1].value
+    return type(name) is cst.SimpleString and name.evaluated_value == "step"
 
 
 def block_statements(node: Any) -> Sequence[cst.CSTNode]:
