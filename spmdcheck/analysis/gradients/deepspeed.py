@@ -142,13 +142,7 @@ def backward(walker: Walker, wrapper: ModuleObj, engine: Engine, loss: Any, node
         engine.optimizer.reducing_call = None  # went through the engine's backward: SPMD601 names no call
         return  # the gradients accumulate unreduced until a backward at a boundary
     engine.optimizer.reducing_call = (engine.axis, REDUCING_CALL)
-    walker.remember(node)
-    for _, param in wrapper.named_parameters():
-        grad = walker.state.get(param, engine.axis)
-        if param.escaped or sync.is_expert(param) or grad is None or grad.status != "pending":
-            continue
-        averaged = sync.averaged_by_wrapper(walker, node, engine.axis, grad.divisions, WRAPPER, AVERAGED_AT)
-        walker.state.set(param, engine.axis, averaged)
+    sync.average_pending(walker, wrapper, engine.axis, node, WRAPPER, AVERAGED_AT)
 
 
 def _forget(walker: Walker, wrapper: ModuleObj, engine: Engine) -> None:

@@ -69,6 +69,7 @@ _ARITH = {
     "FloorDivide": operator.floordiv, "Modulo": operator.mod, "Power": operator.pow,
 }  # fmt: skip
 _CONSTANTS = (str, int, float, bool, type(None))
+_KEYS = (*_CONSTANTS, Group)  # a dict key the walk reads: a constant, or a process group (`{tp: I}`)
 _OWN_ATTRS = ("requires_grad", "grad", "main_grad")  # a tensor's own attributes, not marks
 
 
@@ -145,7 +146,7 @@ def _dict(walker: Walker, expr: cst.Dict) -> Any:
         if not isinstance(element, cst.DictElement):
             return OPAQUE
         key = evaluate(walker, element.key)
-        if not isinstance(key, (*_CONSTANTS, Group)):  # (a process group: an axis of a type dict, `{tp: I}`)
+        if not isinstance(key, _KEYS):
             return OPAQUE
         out[key] = evaluate(walker, element.value)
     return out
@@ -423,7 +424,7 @@ def _dict_comprehension(walker: Walker, expr: cst.DictComp) -> Any:
             if not all(kept):
                 continue
             key, value = evaluate(walker, expr.key), evaluate(walker, expr.value)
-            if not isinstance(key, (*_CONSTANTS, Group)):
+            if not isinstance(key, _KEYS):
                 sync.forget_value(walker, value)
                 return OPAQUE
             out[key] = value
@@ -470,7 +471,7 @@ def _store_item(walker: Walker, target: cst.Subscript, value: Any) -> None:
     container = evaluate(walker, target.value)
     one = len(target.slice) == 1 and isinstance(target.slice[0].slice, cst.Index)
     index = evaluate(walker, target.slice[0].slice.value) if one else OPAQUE  # type: ignore[union-attr]
-    if type(container) is dict and not spoiled(container) and isinstance(index, (*_CONSTANTS, Group)):
+    if type(container) is dict and not spoiled(container) and isinstance(index, _KEYS):
         container[index] = value
     elif isinstance(container, ItemList) and not container.spoiled and type(index) is int and (
         -len(container.items) <= index < len(container.items)

@@ -131,13 +131,7 @@ def finish_grad_sync(walker: Walker, wrapper: ModuleObj, node: cst.CSTNode) -> N
     if axis is None:
         sync.forget_value(walker, wrapper)
         return
-    walker.remember(node)
-    for _, param in wrapper.named_parameters():
-        grad = walker.state.get(param, axis)
-        if param.escaped or sync.is_expert(param) or grad is None or grad.status != "pending":
-            continue  # (reduced already: averaging equal values again leaves them as they are)
-        averaged = sync.averaged_by_wrapper(walker, node, axis, grad.divisions, WRAPPER, "at `finish_grad_sync()`")
-        walker.state.set(param, axis, averaged)
+    sync.average_pending(walker, wrapper, axis, node, WRAPPER, "at `finish_grad_sync()`")
 
 
 def _reduce_marked(walker: Walker, chunks: list[ModuleObj], node: cst.CSTNode) -> None:

@@ -109,6 +109,18 @@ def averaged_by_wrapper(
     return AxisGrad("summed", call, True, (*divisions, call), wrapper=wrapper)
 
 
+def average_pending(walker: Walker, module: ModuleObj, axis: str, node: cst.CSTNode, wrapper: str, at: str) -> None:
+    """A library wrapper's reduction at `node` (Megatron's `finish_grad_sync`, DeepSpeed's engine backward):
+    every pending gradient of the module's parameters averaged over `axis`. An expert's is left to its own
+    group; one reduced already stays (averaging equal values again leaves them as they are)."""
+    walker.remember(node)
+    for _, param in module.named_parameters():
+        grad = walker.state.get(param, axis)
+        if param.escaped or is_expert(param) or grad is None or grad.status != "pending":
+            continue
+        walker.state.set(param, axis, averaged_by_wrapper(walker, node, axis, grad.divisions, wrapper, at))
+
+
 def accumulate(old: AxisGrad | None, new: AxisGrad) -> AxisGrad:
     """A backward() into a gradient that holds `old` (no zero_grad between): `+=`. Pending stays pending;
     a part reduced before is remembered (`synced_before`) when more is added to it."""
