@@ -464,7 +464,22 @@ def test_each_violation_has_its_page_and_its_code_entry(violation):
     assert (PAGES / f"{violation.code}.md").is_file()
     assert violation.has_page()
     assert violation.info() is CODES[violation.code]
-    assert dataclasses.is_dataclass(violation) and violation.__dataclass_params__.frozen
+    assert violation.__init__ is Violation.__init__, "a violation is a record of its fields, built by Violation"
+
+
+def test_violations_are_frozen_records_of_their_fields():
+    made = PartialThroughNonlinear(op="relu", axis="tp", operands=(("x", "P"),))
+    assert made == PartialThroughNonlinear("relu", "tp", (("x", "P"),), None)
+    assert hash(made) == hash(PartialThroughNonlinear("relu", "tp", (("x", "P"),)))
+    assert made != PartialThroughNonlinear(op="relu", axis="dp", operands=(("x", "P"),))
+    assert made._fields == ("op", "axis", "operands", "product")  # the family base's fields first
+    assert repr(made) == "PartialThroughNonlinear(op='relu', axis='tp', operands=(('x', 'P'),), product=None)"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.axis = "dp"  # type: ignore[misc]
+    with pytest.raises(TypeError, match="missing argument 'operands'"):
+        PartialThroughNonlinear(op="relu", axis="tp")
+    with pytest.raises(TypeError, match="unexpected or repeated argument 'axes'"):
+        PartialThroughNonlinear(op="relu", axis="tp", operands=(), axes=())
 
 
 def test_a_violation_of_an_unlisted_code_fails_at_definition():

@@ -3,7 +3,6 @@ relative to the last backward() before the optimizer step."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
 
 from spmdcheck.diagnostics.violation import Violation, on_axis, site
@@ -16,7 +15,6 @@ def _parameters(names: tuple[str, ...]) -> str:
     return f"{shown} and {more} more" if more > 0 else shown
 
 
-@dataclass(frozen=True)
 class AccumulationSyncMisplaced(Violation):
     """With gradient accumulation, the hook registered at `hook_site` (or the DistributedDataParallel wrapper
     made there, `by_ddp`) sums the gradients of `params` over `axis` at the wrong backward().

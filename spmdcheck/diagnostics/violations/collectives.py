@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
 
 from spmdcheck.diagnostics.violation import Violation, site
 from spmdcheck.lattice import AxisType, Kind
 
 
-@dataclass(frozen=True)
 class CollectiveSrcMismatch(Violation):
     code = "SPMD301"
     api: str
@@ -27,7 +25,6 @@ class CollectiveSrcMismatch(Violation):
         return "declare the local values as summands first"
 
 
-@dataclass(frozen=True)
 class DoubleReduction(Violation):
     """A reduction of a value already reduced (by the reduction at site `reduced_at`, when known)."""
 
@@ -47,7 +44,6 @@ class DoubleReduction(Violation):
         )
 
 
-@dataclass(frozen=True)
 class ForbiddenTransition(Violation):
     """A src/dst pair the collective or conversion `api` rejects at run time.
 
@@ -103,7 +99,6 @@ _EXPERT_REASONS = {
 }
 
 
-@dataclass(frozen=True)
 class ExpertModeRequired(Violation):
     code = "SPMD304"
     api: str
@@ -117,7 +112,6 @@ class ExpertModeRequired(Violation):
         return f"`{self.api}(src={self.src}, dst={self.dst})` needs expert_mode=True: {reason}"
 
 
-@dataclass(frozen=True)
 class WrongShardDim(Violation):
     """A collective's S(d) (`src`) names another dim than the one `operand` is sharded on (`actual`)."""
 
@@ -145,7 +139,6 @@ class WrongShardDim(Violation):
         return f"use src={self.right_src}"
 
 
-@dataclass(frozen=True)
 class RawCollectiveOnAutogradPath(Violation):
     code = "SPMD306"
     api: str
@@ -165,7 +158,6 @@ class RawCollectiveOnAutogradPath(Violation):
     MEGATRON_FIX_TITLE = "Megatron spelling (all-reduce forward, identity backward)"
 
 
-@dataclass(frozen=True)
 class CollectiveUntyped(Violation):
     code = "SPMD307"
     api: str

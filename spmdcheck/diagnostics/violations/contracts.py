@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
 
 from spmdcheck.diagnostics.violation import Violation, site
 from spmdcheck.lattice import AxisType, Kind
 
 
-@dataclass(frozen=True)
 class DeclaredTypeMismatch(Violation):
     """A value whose type on `axis` (`have`) disagrees with what `what` declares (`declared`): SPMD401-403.
 
@@ -59,7 +57,6 @@ class ArgumentTypeMismatch(DeclaredTypeMismatch):
     code = "SPMD403"
 
 
-@dataclass(frozen=True)
 class InvalidLossType(Violation):
     """backward() on a loss that is Replicate (`kind` R) or Varying (`kind` V) on `axis`."""
 
@@ -90,7 +87,6 @@ class InvalidLossType(Violation):
     LOCAL_LOSS_TITLE = "or backpropagate the local Partial loss (drop the reduction)"
 
 
-@dataclass(frozen=True)
 class UnreducedContractOutput(Violation):
     code = "SPMD405"
     axis: str
@@ -103,7 +99,6 @@ class UnreducedContractOutput(Violation):
         )
 
 
-@dataclass(frozen=True)
 class ContractInputWithoutSource(Violation):
     code = "SPMD406"
     input_name: str
@@ -116,7 +111,6 @@ class ContractInputWithoutSource(Violation):
         )
 
 
-@dataclass(frozen=True)
 class RedistributeToPartial(Violation):
     """`x.redistribute(mesh, placements)` with a Partial placement on mesh dim `dim` where `x` is `have`."""
 

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
 
 from spmdcheck.diagnostics.violation import Violation, on_axis, site
 
 
-@dataclass(frozen=True)
 class CollectiveInRankBranch(Violation):
     """A collective `api` (on `axis`) that only some ranks of its group reach.
 
@@ -39,7 +37,6 @@ class CollectiveInRankBranch(Violation):
         )
 
 
-@dataclass(frozen=True)
 class RankSpecificGraph(Violation):
     """`variable` computed differently under the rank-dependent condition (or loop count) at `condition_site`."""
 

@@ -3,8 +3,6 @@ gradients are sharded over."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from spmdcheck.diagnostics.violation import Violation
 
 _NAMED = 3  # gradients named in a message; the rest are elided
@@ -14,7 +12,6 @@ def _axes(axes: tuple[str, ...]) -> str:
     return ", ".join(repr(a) for a in axes)
 
 
-@dataclass(frozen=True)
 class ClipNormWrongAxes(Violation):
     """The squared gradient norm summed over `reduced` by this reduction.
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from spmdcheck.diagnostics.violation import Violation, site
 
 _NAMED = 4  # parameters named in a message; the rest are counted
@@ -15,7 +13,6 @@ def _names(params: tuple[str, ...]) -> str:
     return f"{shown} and {more} more" if more > 0 else shown
 
 
-@dataclass(frozen=True)
 class MissingGradientReduction(Violation):
     """At the optimizer step the gradients of `params` are still pending sums over `axis`.
 
@@ -73,7 +70,6 @@ class MissingGradientReduction(Violation):
         return f"all-reduce these gradients over {self.axis!r} after backward() and before the step"
 
 
-@dataclass(frozen=True)
 class DoubleGradientReduction(Violation):
     """`api` sums the gradient `operand` over `axis` again: DistributedDataParallel's backward (`by_ddp`) or
     the reduction at site `first` already did."""
@@ -105,7 +101,6 @@ class DoubleGradientReduction(Violation):
         return "remove this reduction" if self.by_ddp else "reduce each gradient once"
 
 
-@dataclass(frozen=True)
 class GradientReductionWrongGroup(Violation):
     """`api` reduces the gradient `operand` of parameters marked `mark` (held differently across `axis`)
     over the whole group of `axis` instead of their own subgroup (`subgroup`, when the program names one)."""
@@ -131,7 +126,6 @@ class GradientReductionWrongGroup(Violation):
         return f"reduce these gradients over {target}"
 
 
-@dataclass(frozen=True)
 class GradientAveragedTwice(Violation):
     """The average over `axis` applied twice: this division, and DistributedDataParallel's average
     (`by_ddp`) or the division at site `first`."""

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
 from spmdcheck.diagnostics.violation import Violation, operand_list
 from spmdcheck.lattice import AxisType, Rule
 
 
-@dataclass(frozen=True)
 class AxisRuleViolation(Violation):
     """An op whose operands break one per-axis rule of the lattice (SPMD101-106).
 
@@ -91,7 +89,6 @@ def megatron_fix_title(forward: str, backward: str) -> str:
     return f"Megatron spelling of the same (forward: {forward}, backward: {backward})"
 
 
-@dataclass(frozen=True)
 class MissingAxis(Violation):
     code = "SPMD107"
     op: str
@@ -108,7 +105,6 @@ class MissingAxis(Violation):
         )
 
 
-@dataclass(frozen=True)
 class ShardedDimMismatch(Violation):
     """An equation label sharded on the axis in operand `sharded` and whole in operand `whole`."""
 
@@ -134,7 +130,6 @@ class ShardedDimMismatch(Violation):
         return "gather the sharded operand first"
 
 
-@dataclass(frozen=True)
 class MixedShardLayout(Violation):
     """Different labels (or one repeated label, `labels` empty) sharded on the same axis across operands."""
 
@@ -158,7 +153,6 @@ class MixedShardLayout(Violation):
         return "gather the sequence-sharded activation first (Megatron: gather_from_sequence_parallel_region)"
 
 
-@dataclass(frozen=True)
 class TypeChangingWrite(Violation):
     """A write into an existing tensor that would change its type on an axis (SPMD110, SPMD111)."""
 
@@ -184,7 +178,6 @@ class SetitemTypeChange(TypeChangingWrite):
     code = "SPMD111"
 
 
-@dataclass(frozen=True)
 class DTensorLocalMix(Violation):
     """An op given a DTensor (`dtensor`, with its placements spelled) and a local tensor (`local`)."""
 

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
 
 from spmdcheck.diagnostics.violation import Violation
 
 
-@dataclass(frozen=True)
 class InternalError(Violation):
     """The checker failed on a file (`error_type` set), or gave up on it (`detail` says why)."""
 
@@ -25,7 +23,6 @@ class InternalError(Violation):
         return f"internal error: {self.error_type}: {self.detail}{at}"
 
 
-@dataclass(frozen=True)
 class SyntaxErrorFound(Violation):
     """The file (or one expression of it) cannot be parsed or analysed.
 
@@ -54,7 +51,6 @@ class SyntaxErrorFound(Violation):
         return self.detail
 
 
-@dataclass(frozen=True)
 class MalformedAnnotation(Violation):
     """An SPMD type (annotation, type argument, S(d)) that cannot be read.
 
@@ -96,7 +92,6 @@ class MalformedAnnotation(Violation):
         return texts[self.reason]
 
 
-@dataclass(frozen=True)
 class UnknownAxis(Violation):
     code = "SPMD003"
     axis: str
@@ -107,7 +102,6 @@ class UnknownAxis(Violation):
         return f"unknown mesh axis {self.axis!r}; the mesh in scope has {', '.join(sorted(self.mesh_axes))}"
 
 
-@dataclass(frozen=True)
 class MalformedEinsum(Violation):
     """An equation that does not parse (`op` None) or does not fit the operands of `op`."""
 
@@ -122,7 +116,6 @@ class MalformedEinsum(Violation):
         return f"`{self.op}`: {self.detail}"
 
 
-@dataclass(frozen=True)
 class ConfigError(Violation):
     """Settings, a stub file or the file itself that cannot be read.
 
@@ -143,7 +136,6 @@ class ConfigError(Violation):
         return self.detail
 
 
-@dataclass(frozen=True)
 class UnusedSuppression(Violation):
     """A suppression comment with codes (`unused`) it suppresses nothing of.
 

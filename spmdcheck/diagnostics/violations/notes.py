@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from spmdcheck.diagnostics.violation import Violation
 
 
-@dataclass(frozen=True)
 class RevealType(Violation):
     """reveal_spmd_type(x): `expression`'s forward and gradient types (None: x is not a tensor)."""
 

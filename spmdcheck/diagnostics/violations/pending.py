@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from spmdcheck.diagnostics.violation import Violation, site
 from spmdcheck.lattice import Rule
 
@@ -18,7 +16,6 @@ _MISUSE = {
 }
 
 
-@dataclass(frozen=True)
 class PendingSumMisuse(Violation):
     """A per-rank partial sum from the contraction at site `origin`, used before it is reduced.
 
@@ -59,7 +56,6 @@ class PendingSumMisuse(Violation):
     KEEP_REPLICATE_TITLE = "or keep it Replicate for per-rank use (all-reduce both ways)"
 
 
-@dataclass(frozen=True)
 class ReducedLocalMean(Violation):
     """Per-rank means over a dim sharded on `axis` (taken at site `origin`) summed by the reduction `api`."""
 
