@@ -183,3 +183,20 @@ def test_add_noqa_leaves_reveal_notes_alone(project):
     assert (9, "SPMD901") in before and (7, "SPMD101") in before
     assert run(["check", "--add-noqa", "a.py"], project).returncode == 0
     assert (project / "a.py").read_text() == src.replace("z = F.gelu(y)", "z = F.gelu(y)  # noqa: SPMD101")
+
+
+def test_a_settings_header_alone_costs_no_tokenizer(monkeypatch):
+    """`# spmdcheck: mesh = [...]` is a setting, not a suppression: a file whose only directive it is (every
+    annotated file of a project) is not tokenized when its findings are shown, and one with a directive is."""
+    from spmdcheck.diagnostics import suppression
+
+    scanned = []
+    real = suppression._scan
+    monkeypatch.setattr(suppression, "_scan", lambda text: scanned.append(text) or real(text))
+    header = '# spmdcheck: mesh = ["tp"]\nimport torch\n\nx = torch.ones(2)  # a comment\n'
+    assert suppression.apply_suppressions("m.py", header, [], lambda code: True) == []
+    assert suppression.find_suppressions(header) == ([], None)
+    assert scanned == []
+    ignored = header + "y = x  # spmdcheck: ignore[SPMD101]\n"
+    found = suppression.apply_suppressions("m.py", ignored, [], lambda code: True)
+    assert [d.code for d in found] == [suppression.UNUSED_CODE] and len(scanned) == 1  # reported unused, after a scan

@@ -128,8 +128,10 @@ def _scan(text: str) -> tuple[list[tuple[int, int, str, bool]], SourceMap]:
 
 def find_suppressions(text: str) -> tuple[list[Suppression], SourceMap | None]:
     """The suppression comments of `text`, and its source map (None when the text has no suppression: the
-    tokenizer is slow, tens of microseconds a line, so files without one skip it)."""
-    if "noqa" not in text.lower() and "spmdcheck:" not in text.lower():
+    tokenizer is slow, tens of microseconds a line, so files without one skip it). A directive is found in a
+    comment by the same patterns searched here on the whole text, so a text they miss has none: a file whose
+    only `# spmdcheck:` comment is its settings header (`mesh = [...]`) skips the tokenizer too."""
+    if _IGNORE.search(text) is None and _NOQA.search(text) is None:
         return [], None
     comments, smap = _scan(text)
     found: list[Suppression] = []
@@ -186,11 +188,8 @@ def _may_name_ours(text: str) -> bool:
     """Whether the text may hold a suppression that can be reported unused: a `# spmdcheck:` directive, or a
     `noqa` naming an spmdcheck code or rule (a blanket `noqa` and other tools' codes never are). A text scan,
     so a match inside a string only costs the tokenizer."""
-    lowered = text.lower()
-    if "spmdcheck:" in lowered:
+    if _IGNORE.search(text) is not None:
         return True
-    if "noqa" not in lowered:
-        return False
     for m in _NOQA.finditer(text):
         raw = m.group("codes")
         if raw and any(i.upper().startswith("SPMD") or lookup(i) is not None for i in re.split(r"[\s,]+", raw) if i):
