@@ -13,6 +13,10 @@ on the same files; the timed runs of the checkouts alternate, folder by folder.
 The call counts are deterministic: on a shared machine they are the yardstick, and the CPU times (noisy
 there) only a second look. The analysis runs on a thread of its own (`frontend.guard.call_with_deep_stack`):
 the profiler is started inside that thread (`threading.Thread.run` is wrapped), so its calls are counted.
+At the end, the work each checkout did, counted in the same profiles: statements executed and expressions
+evaluated (calls of the engine's `exec_stmt` and `eval`, named so in every layout), and CPU per thousand
+statements: a checkout that follows more code (a feature) is slower for that alone, and per statement
+the engines compare like with like.
 `--pstats DIR` writes each profile (`DIR/<checkout>-<corpus>-<folder>.pstats`) for `python -m pstats`.
 A measurement, not a test: nothing here asserts a time.
 """
@@ -108,6 +112,10 @@ def _child(mode: str, files: list[str], pstats_out: str | None) -> dict:
         for profile in profiles[1:]:
             stats.add(profile)
         out["calls"] = sum(entry[1] for entry in stats.stats.values())  # type: ignore[attr-defined]
+        # the work done, by the engine's own units (the same names in every layout since the first): statements
+        # executed and expressions evaluated, counted as calls of `exec_stmt` and `eval`
+        for unit, name in (("statements", "exec_stmt"), ("expressions", "eval")):
+            out[unit] = sum(e[1] for (_, _, fn), e in stats.stats.items() if fn == name)  # type: ignore[attr-defined]
         if pstats_out:
             stats.dump_stats(pstats_out)
     return out
@@ -155,6 +163,7 @@ def main() -> int:
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
     totals = {label: [0, 0.0] for label in labels}
+    work = {label: [0, 0] for label in labels}  # statements executed, expressions evaluated
     for corpus in args.corpus or ["megatron-core", "torch-distributed"]:
         for folder, files in folders_of(corpus_dir(corpus), args.folder).items():
             calls: dict[str, int] = {}
@@ -167,6 +176,8 @@ def main() -> int:
                         out = os.path.join(args.pstats, f"{label}-{corpus}-{name}.pstats")
                     result = run_child(root, "calls", files, out)
                     calls[label] = result["calls"]
+                    work[label][0] += result["statements"]
+                    work[label][1] += result["expressions"]
                     if result["notes"]:
                         print(f"note: {label} {folder}: {result['notes']} file notes (over budget?)", file=sys.stderr)
             if not args.no_cpu:
@@ -200,7 +211,29 @@ def main() -> int:
         if not args.no_cpu:
             row.append(f"{totals[second][1] / max(totals[first][1], 1e-9):.3f}")
     print("| " + " | ".join(row) + " |")
+    if not args.no_calls:
+        _print_work(labels, work, totals, not args.no_cpu)
     return 0
+
+
+def _print_work(labels: list[str], work: dict[str, list[int]], totals: dict[str, list], cpu: bool) -> None:
+    """The work each checkout did and its cost per unit: a checkout that executes more code (a feature that
+    follows more calls) takes longer for that reason alone; per statement, the engines compare like with like."""
+    print("\n| checkout | statements executed | expressions evaluated |" + " CPU s per 1k statements |" * cpu)
+    print("|---|---|---|" + "---|" * cpu)
+    first = labels[0]
+    for label in labels:
+        statements, expressions = work[label]
+        row = [label, f"{statements:,}", f"{expressions:,}"]
+        if cpu:
+            row.append(f"{1000 * totals[label][1] / max(statements, 1):.4f}")
+        if label != first:
+            row[1] += f" ({statements / max(work[first][0], 1):.3f}x)"
+            row[2] += f" ({expressions / max(work[first][1], 1):.3f}x)"
+            if cpu:
+                per = totals[label][1] / max(statements, 1)
+                row[3] += f" ({per / max(totals[first][1] / max(work[first][0], 1), 1e-12):.3f}x)"
+        print("| " + " | ".join(row) + " |")
 
 
 if __name__ == "__main__":
