@@ -6,7 +6,9 @@ The messages here are the exact text users see (and fixtures pin): a change to o
 from __future__ import annotations
 
 import ast
+import copy
 import dataclasses
+import pickle
 import re
 
 import libcst as cst
@@ -476,6 +478,7 @@ def test_violations_are_frozen_records_of_their_fields():
     assert repr(made) == "PartialThroughNonlinear(op='relu', axis='tp', operands=(('x', 'P'),), product=None)"
     with pytest.raises(dataclasses.FrozenInstanceError):
         made.axis = "dp"  # type: ignore[misc]
+    assert pickle.loads(pickle.dumps(made)) == made == copy.deepcopy(made)  # (workers send findings pickled)
     with pytest.raises(TypeError, match="missing argument 'operands'"):
         PartialThroughNonlinear(op="relu", axis="tp")
     with pytest.raises(TypeError, match="unexpected or repeated argument 'axes'"):
