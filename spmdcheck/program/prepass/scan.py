@@ -53,8 +53,10 @@ _SELF_ATTRIBUTE = re.compile(r"\bself\s*\.\s*(\w+)")
 
 # What a function's code may change of module state: an item or attribute it assigns (`REG[name] = cls`,
 # `Config.default = c`), a container it fills (`HOOKS.append(fn)`). Read from the text: an over-approximation.
-_ITEM_OR_ATTRIBUTE_WRITE = re.compile(r"\b(\w+)\s*(?:\[[^\n]*?\]|\.\s*\w+)\s*(?:[-+*/@%&|^]|//|<<|>>|\*\*)?=(?!=)")
-_CONTAINER_FILL = re.compile(r"\b(\w+)\s*\.\s*(?:append|extend|insert|update|setdefault|add|__setitem__)\s*\(")
+# (`\w++` never gives a word back: a shorter part of a word is followed by a word character, which neither
+# pattern accepts next, so the matches are those of `\w+`, found without retrying every prefix of every word)
+_ITEM_OR_ATTRIBUTE_WRITE = re.compile(r"\b(\w++)\s*(?:\[[^\n]*?\]|\.\s*\w+)\s*(?:[-+*/@%&|^]|//|<<|>>|\*\*)?=(?!=)")
+_CONTAINER_FILL = re.compile(r"\b(\w++)\s*\.\s*(?:append|extend|insert|update|setdefault|add|__setitem__)\s*\(")
 
 
 _TYPE_LIKE = re.compile(r"\s*[\w.]*(?:\s*[\[\],|]\s*[\w.]*)*\s*")  # names joined by brackets, commas, pipes
