@@ -634,3 +634,11 @@ def test_a_finding_in_library_code_moves_to_the_users_call_with_its_words():
     moved = inner.at_library_call(call, "helper", origin)
     assert (moved.code, moved.node, moved.origin, moved.severity) == ("SPMD003", call, origin, "warning")
     assert moved.message == "in library code `helper`: unknown mesh axis 'tq'; the mesh in scope has tp"
+
+
+def test_a_violation_field_without_a_default_after_one_with_a_default_fails_at_definition():
+    with pytest.raises(TypeError, match="without a default follows"):
+
+        class Misordered(Violation):
+            detail: str = ""
+            line: int

@@ -48,8 +48,8 @@ class Violation:
             else:
                 defaults.pop(name, None)
         cls._defaults = defaults
-        required = [n for n in cls._fields if n not in defaults]
-        if any(cls._fields.index(n) > cls._fields.index(d) for n in required for d in defaults):
+        has_default = [name in defaults for name in cls._fields]
+        if True in has_default and False in has_default[has_default.index(True) :]:
             raise TypeError(f"{cls.__name__}: a field without a default follows one with a default")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -81,7 +81,7 @@ class Violation:
         return hash((type(self), self._values()))
 
     def __repr__(self) -> str:
-        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._fields)
+        shown = ", ".join(f"{name}={value!r}" for name, value in zip(self._fields, self._values()))
         return f"{type(self).__name__}({shown})"
 
     def __setattr__(self, name: str, value: object) -> None:
